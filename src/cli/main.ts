@@ -1,0 +1,91 @@
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { ConfigError } from '../config/config-error.js';
+import { loadConfigFile } from '../config/load.js';
+import { Engine } from '../engine.js';
+import { createRootLogger, isLogLevel } from '../observability/logger.js';
+import { parseArgs, USAGE, UsageError } from './args.js';
+
+/** The only place that touches argv, env, signals and the exit code. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+async function main(): Promise<void> {
+  let args;
+  try {
+    args = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`switchyard: ${err.message}\n\n${USAGE}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (args.help) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  if (args.version) {
+    process.stdout.write(`${packageVersion()}\n`);
+    return;
+  }
+
+  const envLevel = process.env.LOG_LEVEL;
+  const logger = createRootLogger(args.logLevel ?? (envLevel !== undefined && isLogLevel(envLevel) ? envLevel : 'info'));
+
+  let loaded;
+  try {
+    loaded = await loadConfigFile(args.configPath, process.env, process.cwd());
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`switchyard: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const { config, source } = loaded;
+  for (const moduleClass of config.skippedModules) {
+    logger.warn({ moduleClass }, 'module class not implemented by switchyard; skipped');
+  }
+
+  const engine = new Engine({ config, logger, serveAdmin: true });
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    const began = performance.now();
+    engine
+      .close()
+      .then(() => {
+        logger.info({ durationMs: Math.round(performance.now() - began) }, 'stopped');
+        logger.flush();
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+
+  try {
+    const ports = await engine.start();
+    logger.info({ ...ports, config: source, version: packageVersion() }, 'switchyard ready');
+  } catch (err) {
+    logger.fatal({ err }, 'startup failed');
+    logger.flush();
+    process.exit(1);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`switchyard: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

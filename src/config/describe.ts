@@ -1,0 +1,128 @@
+import { z } from 'zod';
+import { MODULE_CLASSES, adminModuleSchema, clusterModuleSchema, restApiModuleSchema, topLevelSchema, workerModuleSchema } from './schema.js';
+
+/**
+ * The configuration reference, derived from the schemas so the README cannot drift from what the
+ * loader accepts: the JSON Schema that zod produces carries types, bounds, defaults and descriptions.
+ */
+
+export interface ConfigKeyDescription {
+  module: string;
+  key: string;
+  type: string;
+  default: string;
+  description: string;
+}
+
+export const TOP_LEVEL = '(top level)';
+
+type JsonSchema = z.core.JSONSchema.JSONSchema;
+
+// Documentation order: the module most people configure first, the not-yet-usable one last.
+const SECTIONS: readonly { module: string; schema: z.ZodType }[] = [
+  { module: TOP_LEVEL, schema: topLevelSchema },
+  { module: MODULE_CLASSES.api, schema: restApiModuleSchema },
+  { module: MODULE_CLASSES.workers, schema: workerModuleSchema },
+  { module: MODULE_CLASSES.admin, schema: adminModuleSchema },
+  { module: MODULE_CLASSES.cluster, schema: clusterModuleSchema },
+];
+
+function toJsonSchema(schema: z.ZodType): JsonSchema {
+  // Input side: a key with a default is optional to the person writing the file.
+  return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' });
+}
+
+function asSchema(value: unknown): JsonSchema | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonSchema) : undefined;
+}
+
+function range(schema: JsonSchema): string {
+  // zod bounds every integer to the safe range; only bounds a person chose are worth printing.
+  const min = schema.minimum !== undefined && schema.minimum > Number.MIN_SAFE_INTEGER ? schema.minimum : undefined;
+  const max = schema.maximum !== undefined && schema.maximum < Number.MAX_SAFE_INTEGER ? schema.maximum : undefined;
+  if (min !== undefined && max !== undefined) return ` ${min}–${max}`;
+  if (min !== undefined) return ` ≥ ${min}`;
+  if (max !== undefined) return ` ≤ ${max}`;
+  return '';
+}
+
+function typeOf(schema: JsonSchema): string {
+  if (schema.enum !== undefined) return schema.enum.map(String).join(' | ');
+  switch (schema.type) {
+    case 'integer':
+      return `integer${range(schema)}`;
+    case 'number':
+      return `number${range(schema)}`;
+    case 'array': {
+      const items = asSchema(schema.items);
+      return items === undefined ? 'list' : `${typeOf(items)}[]`;
+    }
+    case undefined:
+      return 'any';
+    default:
+      return Array.isArray(schema.type) ? schema.type.join(' | ') : schema.type;
+  }
+}
+
+const REQUIRED = '(required)';
+const UNSET = '(unset)';
+
+function defaultOf(schema: JsonSchema, required: boolean): string {
+  if ('default' in schema) return typeof schema.default === 'string' ? schema.default : JSON.stringify(schema.default);
+  return required ? REQUIRED : UNSET;
+}
+
+function describeObject(module: string, schema: JsonSchema, prefix: string, rows: ConfigKeyDescription[]): void {
+  const required = new Set(schema.required ?? []);
+  for (const [key, value] of Object.entries(schema.properties ?? {})) {
+    const property = asSchema(value);
+    if (property === undefined) continue;
+    const path = `${prefix}${key}`;
+    rows.push({
+      module,
+      key: path,
+      type: typeOf(property),
+      default: defaultOf(property, required.has(key)),
+      description: property.description ?? '',
+    });
+    if (property.type === 'object' && property.properties !== undefined) describeObject(module, property, `${path}.`, rows);
+    const items = property.type === 'array' ? asSchema(property.items) : undefined;
+    if (items?.type === 'object' && items.properties !== undefined) describeObject(module, items, `${path}[].`, rows);
+  }
+}
+
+/** One row per key (nested keys as `cors.allowed_origins`, list items as `middleware[].phase`). */
+export function describeConfig(): ConfigKeyDescription[] {
+  const rows: ConfigKeyDescription[] = [];
+  for (const { module, schema } of SECTIONS) describeObject(module, toJsonSchema(schema), '', rows);
+  return rows;
+}
+
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
+}
+
+function code(text: string): string {
+  return text === REQUIRED || text === UNSET ? text : `\`${text}\``;
+}
+
+/** The README's configuration reference: one table per module, in the order a reader needs them. */
+export function renderConfigReference(): string {
+  const rows = describeConfig();
+  const sections = SECTIONS.map(({ module, schema }) => {
+    const title = module === TOP_LEVEL ? 'Top level' : `\`${module}\``;
+    const intro = toJsonSchema(schema).description;
+    const table = rows
+      .filter((row) => row.module === module)
+      .map((row) => `| \`${row.key}\` | ${cell(row.type)} | ${cell(code(row.default))} | ${cell(row.description)} |`);
+    return [
+      `### ${title}`,
+      '',
+      ...(intro === undefined ? [] : [cell(intro) + '.', '']),
+      '| Key | Type | Default | Description |',
+      '|---|---|---|---|',
+      ...table,
+    ].join('\n');
+  });
+  return sections.join('\n\n') + '\n';
+}

@@ -1,0 +1,41 @@
+import { ConfigError } from './config-error.js';
+import type { ConfigIssue } from './config-error.js';
+
+/**
+ * `${VAR}` and `${VAR:default}`, iii's syntax. The name excludes `:` and `}` as iii's does, so a file
+ * that iii accepts substitutes the same way here. Anything else containing `$` is left alone.
+ */
+const REFERENCE = /\$\{([^{}:\s]+)(?::([^}]*))?\}/g;
+
+/**
+ * Substitutes environment references in the raw file text, before parsing, so `port: ${PORT:3111}`
+ * parses as a number. A variable that is set wins even when empty (iii behaves the same); the default
+ * applies only when it is unset. Every unset variable without a default is reported in one error.
+ */
+export function substituteEnv(text: string, env: Record<string, string | undefined>): string {
+  const missing = new Map<string, number[]>();
+  const result = text.replace(REFERENCE, (reference: string, name: string, fallback: string | undefined, offset: number) => {
+    const value = env[name];
+    if (value !== undefined) return value;
+    if (fallback !== undefined) return fallback;
+    const line = lineOf(text, offset);
+    const lines = missing.get(name);
+    if (lines === undefined) missing.set(name, [line]);
+    else lines.push(line);
+    return reference;
+  });
+  if (missing.size > 0) {
+    const issues: ConfigIssue[] = [...missing].map(([name, lines]) => ({
+      path: `\${${name}}`,
+      message: `environment variable ${name} is not set and the reference has no default (${lines.length === 1 ? 'line' : 'lines'} ${lines.join(', ')}); set it or write \${${name}:default}`,
+    }));
+    throw new ConfigError('CONFIG_INVALID', issues);
+  }
+  return result;
+}
+
+function lineOf(text: string, offset: number): number {
+  let line = 1;
+  for (let i = text.indexOf('\n'); i !== -1 && i < offset; i = text.indexOf('\n', i + 1)) line++;
+  return line;
+}

@@ -1,0 +1,210 @@
+import { z } from 'zod';
+
+/**
+ * The config file schemas, in the file's own (snake_case, iii) vocabulary. Each `.describe()` is the
+ * user documentation: `describe.ts` renders the README's configuration reference from these schemas.
+ * Schemas only validate; mapping to the camelCase `EngineConfig` happens in `parse-config.ts`, so the
+ * schemas stay representable as JSON Schema (no transforms) and the docs can be derived from them.
+ */
+
+export const MODULE_CLASSES = {
+  api: 'modules::api::RestApiModule',
+  admin: 'modules::admin::AdminModule',
+  workers: 'modules::workers::WorkerModule',
+  cluster: 'modules::cluster::ClusterModule',
+} as const;
+
+export type ModuleKey = keyof typeof MODULE_CLASSES;
+export type ModuleClass = (typeof MODULE_CLASSES)[ModuleKey];
+
+export const DEFAULT_WORKER_PORT = 49134;
+
+// Node clamps a timer delay above 2^31-1 ms to 1 ms, which would turn a huge timeout into an instant one.
+const MAX_TIMER_MS = 2_147_483_647;
+
+// RFC 9110 token characters: what a header name or a method may consist of.
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+export const MIDDLEWARE_PHASES = ['onRequest', 'preHandler', 'postHandler', 'onResponse', 'onError', 'onTimeout'] as const;
+
+const port = () => z.int().min(0).max(65535);
+const host = () => z.string().min(1);
+
+const corsSchema = z
+  .strictObject({
+    allowed_origins: z
+      .array(z.string().min(1))
+      .describe('Origins allowed to make cross-origin requests, for example `https://app.example.com`; `*` allows any origin'),
+    allowed_methods: z
+      .array(z.string().regex(HTTP_TOKEN, { error: 'must be an HTTP method name' }))
+      .describe('HTTP methods allowed in cross-origin requests; matched case-insensitively (stored upper-cased)'),
+  })
+  .describe(
+    'CORS configuration. When unset, CORS is permissive (any origin, preflight answered), as in iii; when set, only the listed origins and methods are allowed',
+  );
+
+const middlewareSchema = z.strictObject({
+  function_id: z.string().min(1).describe('Function invoked as the middleware'),
+  phase: z.enum(MIDDLEWARE_PHASES).describe('Lifecycle phase the middleware runs in'),
+  priority: z.number().default(0).describe('Order within the phase; lower runs first, ties keep configuration order'),
+});
+
+export const restApiModuleSchema = z
+  .strictObject({
+    port: port().default(3111).describe('Port the HTTP listener binds; 0 picks a free port'),
+    host: host().default('0.0.0.0').describe('Address the HTTP listener binds'),
+    default_timeout: z
+      .int()
+      .min(1)
+      .max(MAX_TIMER_MS)
+      .default(30000)
+      .describe('Deadline for processing one request, in milliseconds, covering middleware and handler'),
+    concurrency_request_limit: z
+      .int()
+      .min(1)
+      .default(1024)
+      .describe('Maximum requests processed at once per engine node; requests beyond it get 503 `OVERLOADED`'),
+    cors: corsSchema.optional(),
+    body_limit: z
+      .int()
+      .min(0)
+      .default(1048576)
+      .describe('Maximum request body size in bytes; larger bodies get 413 `PAYLOAD_TOO_LARGE`'),
+    trust_proxy: z
+      .boolean()
+      .default(false)
+      .describe('When true, `X-Forwarded-For` is trusted to resolve the client IP; enable only behind a proxy you control'),
+    request_id_header: z
+      .string()
+      .regex(HTTP_TOKEN, { error: 'must be a valid HTTP header name' })
+      .default('x-request-id')
+      .describe('Header that carries the request id: taken from the request when present, generated otherwise, echoed in the response'),
+    ignore_trailing_slash: z
+      .boolean()
+      .default(false)
+      .describe('When true, a route and the same route with a trailing slash match the same requests'),
+    not_found_function: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Function invoked when no route matches; when unset, a 404 `NOT_FOUND` error is returned'),
+    middleware: z
+      .array(middlewareSchema)
+      .default([])
+      .describe('Middleware functions applied to every route, in addition to those registered by `http_middleware` triggers'),
+  })
+  .describe('The HTTP listener that serves worker-registered functions as routes (the iii RestApiModule settings, field for field)');
+
+export const adminModuleSchema = z
+  .strictObject({
+    host: host().default('127.0.0.1').describe('Address the admin listener (health and readiness) binds'),
+    port: port().default(9464).describe('Port the admin listener binds; 0 picks a free port'),
+  })
+  .describe('The admin listener: GET /healthz and GET /readyz. Keep it off public networks');
+
+export const workerModuleSchema = z
+  .strictObject({
+    host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
+    port: port()
+      .optional()
+      .describe('Port the worker WebSocket listener binds; when unset, the top-level `port` (default 49134) is used. If both are set they must be equal'),
+    max_frame_bytes: z
+      .int()
+      .min(1024)
+      .default(16777216)
+      .describe('Largest WebSocket message accepted from a worker, in bytes; a larger message closes the connection'),
+    auth_token: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('When set, workers must send `Authorization: Bearer <token>` when connecting; others are refused'),
+  })
+  .describe('The WebSocket listener that iii-sdk workers connect to (a Switchyard module)');
+
+const CLUSTERING_UNAVAILABLE = 'clustering is not available in this version';
+
+function numericFields(value: unknown, ...keys: string[]): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  return keys.every((key) => typeof (value as Record<string, unknown>)[key] === 'number');
+}
+
+export const clusterModuleSchema = z
+  .strictObject({
+    // Clustering lands later: these refinements are what that work relaxes, the fields stay as they are.
+    processes: z
+      .int()
+      .min(1)
+      .refine((n) => n <= 1, { error: `${CLUSTERING_UNAVAILABLE}; processes must be 1` })
+      .default(1)
+      .describe('Number of engine processes; only 1 is supported in this version'),
+    redis_url: z
+      .string()
+      .refine((url) => url === '', { error: `${CLUSTERING_UNAVAILABLE}; redis_url must be unset or empty` })
+      .optional()
+      .describe('Redis URL that switches to distributed mode; an empty string means unset. Not supported in this version'),
+    node_id: z
+      .string()
+      .optional()
+      .describe('Identifier of this host in the cluster; an empty string means unset (then one is generated)'),
+    advertise_host: z
+      .string()
+      .optional()
+      .describe('Address other hosts use to reach this host\'s forward listener; an empty string means unset'),
+    forward_port: port().optional().describe('TCP port of the forward listener in distributed mode; 0 picks a free port'),
+    secret: z
+      .string()
+      .optional()
+      .describe('Shared secret that forwarded invocations must present; an empty string means unset'),
+    heartbeat_ms: z
+      .int()
+      .min(1)
+      .max(MAX_TIMER_MS)
+      .default(1000)
+      .describe('Interval between cluster heartbeats, in milliseconds'),
+    lease_ms: z
+      .int()
+      .min(1)
+      .max(MAX_TIMER_MS)
+      .default(5000)
+      .describe('How long a peer stays in the table without a heartbeat, in milliseconds; must be greater than heartbeat_ms'),
+  })
+  .refine((cluster) => cluster.lease_ms > cluster.heartbeat_ms, {
+    path: ['lease_ms'],
+    error: 'must be greater than heartbeat_ms',
+    // Run even when an unrelated field failed, so every problem is reported in one pass.
+    when: (payload) => numericFields(payload.value, 'lease_ms', 'heartbeat_ms'),
+  })
+  .describe('Engine processes and, later, hosts sharing one route table (a Switchyard module). This version runs one process');
+
+export const MODULE_SCHEMAS = {
+  api: restApiModuleSchema,
+  admin: adminModuleSchema,
+  workers: workerModuleSchema,
+  cluster: clusterModuleSchema,
+} as const;
+
+export type RestApiModuleInput = z.output<typeof restApiModuleSchema>;
+export type AdminModuleInput = z.output<typeof adminModuleSchema>;
+export type WorkerModuleInput = z.output<typeof workerModuleSchema>;
+export type ClusterModuleInput = z.output<typeof clusterModuleSchema>;
+
+/** The top level of the file; `modules` entries are validated per class by `parse-config.ts`. */
+export const topLevelSchema = z
+  .strictObject({
+    port: port()
+      .default(DEFAULT_WORKER_PORT)
+      .describe('Port of the worker WebSocket listener (the iii 0.10 place for it); `modules::workers::WorkerModule` may set it instead'),
+    modules: z
+      .array(
+        z.strictObject({
+          class: z.string().min(1).describe('Module class, for example `modules::api::RestApiModule`'),
+          config: z
+            .record(z.string(), z.unknown())
+            .optional()
+            .describe('Module configuration; absent or null means all defaults'),
+        }),
+      )
+      .default([])
+      .describe('Modules to configure; classes this engine does not implement are skipped with a warning'),
+  })
+  .describe('The file is iii\'s format. `${VAR}` and `${VAR:default}` are replaced from the environment before parsing; a key set to null (or left empty in YAML) means unset');

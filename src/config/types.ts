@@ -1,0 +1,62 @@
+/**
+ * The validated engine configuration: camelCase, units in the names, deeply frozen. Optional fields are
+ * absent (never `undefined`-valued) when unset, so `'cors' in config.api` tells whether CORS was set.
+ */
+export type MiddlewarePhase = 'onRequest' | 'preHandler' | 'postHandler' | 'onResponse' | 'onError' | 'onTimeout';
+
+export interface CorsConfig {
+  allowedOrigins: readonly string[];
+  allowedMethods: readonly string[];
+}
+
+export interface MiddlewareConfig {
+  functionId: string;
+  phase: MiddlewarePhase;
+  priority: number;
+}
+
+export interface ApiConfig {
+  port: number;
+  host: string;
+  defaultTimeoutMs: number;
+  concurrencyRequestLimit: number;
+  cors?: CorsConfig;
+  bodyLimitBytes: number;
+  trustProxy: boolean;
+  requestIdHeader: string;
+  ignoreTrailingSlash: boolean;
+  notFoundFunction?: string;
+  middleware: readonly MiddlewareConfig[];
+}
+
+export interface AdminConfig {
+  host: string;
+  port: number;
+}
+
+export interface WorkersConfig {
+  host: string;
+  port: number;
+  maxFrameBytes: number;
+  authToken?: string;
+}
+
+export interface ClusterConfig {
+  processes: number;
+  redisUrl?: string;
+  nodeId?: string;
+  advertiseHost?: string;
+  forwardPort?: number;
+  secret?: string;
+  heartbeatMs: number;
+  leaseMs: number;
+}
+
+export interface EngineConfig {
+  api: ApiConfig;
+  admin: AdminConfig;
+  workers: WorkersConfig;
+  cluster: ClusterConfig;
+  /** Module classes present in the file that this engine does not implement; the caller warns. */
+  skippedModules: readonly string[];
+}

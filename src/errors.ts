@@ -1,0 +1,54 @@
+/**
+ * Every error code Switchyard produces, in one registry (docs/errors.md lists the same codes; a test
+ * keeps the two in step). HTTP codes are upper-case; codes sent to workers on the wire are lower-case
+ * snake_case, as iii's own are.
+ */
+export const HTTP_ERRORS = {
+  NOT_FOUND: { status: 404, message: 'No route matches this request' },
+  CONDITION_NOT_MET: { status: 422, message: 'The route condition was not met' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body exceeds the body limit' },
+  INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },
+  INVALID_PATH: { status: 400, message: 'Request path is not valid (bad percent-encoding)' },
+  REQUEST_TIMEOUT: { status: 408, message: 'Request body was not received in time' },
+  OVERLOADED: { status: 503, message: 'Too many concurrent requests' },
+  FUNCTION_UNAVAILABLE: { status: 503, message: 'No connected worker serves this function' },
+  TIMEOUT: { status: 504, message: 'The request deadline passed' },
+  WORKER_DISCONNECTED: { status: 502, message: 'The worker disconnected before answering' },
+  INVALID_RESPONSE: { status: 502, message: 'The handler returned an invalid response' },
+  MIDDLEWARE_FAILED: { status: 500, message: 'A middleware function failed' },
+  CORS_NOT_ALLOWED: { status: 403, message: 'CORS preflight rejected: origin or method not allowed' },
+  SHUTTING_DOWN: { status: 503, message: 'The engine is shutting down' },
+  INTERNAL_ERROR: { status: 500, message: 'Internal engine error' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type HttpErrorCode = keyof typeof HTTP_ERRORS;
+
+/** Codes sent to workers in `triggerregistrationresult.error` and `invocationresult.error`. */
+export const WIRE_ERRORS = {
+  trigger_type_not_found: 'The trigger type is not supported by this engine',
+  invalid_trigger_config: 'The trigger config is invalid',
+  function_not_found: 'No connected worker serves this function',
+  invocation_timeout: 'The invocation did not complete before its deadline',
+  worker_disconnected: 'The worker serving the invocation disconnected',
+  engine_shutting_down: 'The engine is shutting down',
+} as const satisfies Record<string, string>;
+
+export type WireErrorCode = keyof typeof WIRE_ERRORS;
+
+/** An error with a stable code; the original error, if any, rides on `cause`. */
+export class SwitchyardError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SwitchyardError';
+    this.code = code;
+  }
+}
+
+/** Process-level error codes (startup, config) that end the process with a message. */
+export const STARTUP_ERRORS = {
+  CONFIG_INVALID: 'The configuration is invalid',
+  CONFIG_UNREADABLE: 'The configuration file could not be read',
+  LISTEN_FAILED: 'A listener could not bind its address',
+  USAGE: 'Unknown command-line argument or missing value',
+} as const;

@@ -1,0 +1,85 @@
+import type { IncomingMessage } from 'node:http';
+
+/**
+ * Reading and decoding request bodies (docs/http.md#bodies). Reading is bounded by the body limit
+ * (declared or streamed) and by the request deadline; decoding follows the content type.
+ */
+export type BodyReadResult =
+  | { ok: true; bytes: Buffer }
+  | { ok: false; code: 'PAYLOAD_TOO_LARGE' | 'REQUEST_TIMEOUT' | 'ABORTED' };
+
+const EMPTY = Buffer.alloc(0);
+
+export function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  if (length !== undefined) return length !== '0';
+  return req.headers['transfer-encoding'] !== undefined;
+}
+
+export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number): Promise<BodyReadResult> {
+  if (!hasBody(req)) return Promise.resolve({ ok: true, bytes: EMPTY });
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limitBytes) {
+    return Promise.resolve({ ok: false, code: 'PAYLOAD_TOO_LARGE' });
+  }
+  return new Promise<BodyReadResult>((resolve) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let done = false;
+    const finish = (result: BodyReadResult): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('aborted', onAborted);
+      req.off('error', onAborted);
+      if (!result.ok) req.pause();
+      resolve(result);
+    };
+    const onData = (chunk: Buffer): void => {
+      received += chunk.length;
+      if (received > limitBytes) finish({ ok: false, code: 'PAYLOAD_TOO_LARGE' });
+      else chunks.push(chunk);
+    };
+    const onEnd = (): void => finish({ ok: true, bytes: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks) });
+    const onAborted = (): void => finish({ ok: false, code: 'ABORTED' });
+    const timer = setTimeout(() => finish({ ok: false, code: 'REQUEST_TIMEOUT' }), Math.max(0, timeoutMs));
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('aborted', onAborted);
+    req.on('error', onAborted);
+  });
+}
+
+export type BodyDecodeResult = { ok: true; body: unknown } | { ok: false; code: 'INVALID_JSON' };
+
+function mediaType(contentType: string | undefined): string {
+  if (contentType === undefined) return '';
+  const semi = contentType.indexOf(';');
+  return (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+}
+
+/** Form fields and query strings become null-prototype objects: a `__proto__` key stays plain data. */
+export function searchParamsToObject(params: URLSearchParams): Record<string, string> {
+  const out = Object.create(null) as Record<string, string>;
+  for (const [key, value] of params) out[key] = value; // last value wins for repeated keys
+  return out;
+}
+
+export function decodeBody(bytes: Buffer, contentType: string | undefined): BodyDecodeResult {
+  if (bytes.length === 0) return { ok: true, body: null };
+  const type = mediaType(contentType);
+  if (type === 'application/json' || type.endsWith('+json')) {
+    try {
+      return { ok: true, body: JSON.parse(bytes.toString('utf8')) };
+    } catch {
+      return { ok: false, code: 'INVALID_JSON' };
+    }
+  }
+  if (type === 'application/x-www-form-urlencoded') {
+    return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };
+  }
+  if (type.startsWith('text/')) return { ok: true, body: bytes.toString('utf8') };
+  return { ok: true, body: bytes.toString('base64') };
+}

@@ -1,0 +1,118 @@
+import type { ServerResponse } from 'node:http';
+import { HTTP_ERRORS } from '../errors.js';
+
+/**
+ * Turning a handler's ApiResponse into HTTP (docs/http.md#responses), and the engine's own error
+ * envelope `{"error":{"code","message"},"request_id"}`.
+ */
+export interface HttpReply {
+  status: number;
+  /** Lower-case names; a name may repeat (Set-Cookie). */
+  headers: [string, string][];
+  body: string | Buffer | undefined;
+}
+
+export type MapResult = { ok: true; reply: HttpReply } | { ok: false; message: string };
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+/** The engine owns framing and connection management; a handler cannot set these. */
+const ENGINE_OWNED = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'trailer']);
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function addHeader(out: [string, string][], name: string, value: unknown): string | undefined {
+  if (!TOKEN.test(name)) return `invalid header name ${JSON.stringify(name)}`;
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else if (typeof value === 'number' || typeof value === 'boolean') text = String(value);
+  else return `invalid value for header ${name}`;
+  if (INVALID_VALUE.test(text)) return `header ${name} contains forbidden characters (CR, LF or control)`;
+  const lower = name.toLowerCase();
+  if (!ENGINE_OWNED.has(lower)) out.push([lower, text]);
+  return undefined;
+}
+
+function mapHeaders(raw: unknown, out: [string, string][]): string | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (Array.isArray(raw)) {
+    for (const item of raw) {
+      if (typeof item !== 'string') return 'headers array items must be "Name: value" strings';
+      const colon = item.indexOf(':');
+      if (colon <= 0) return `header ${JSON.stringify(item)} is not "Name: value"`;
+      const problem = addHeader(out, item.slice(0, colon).trim(), item.slice(colon + 1).trim());
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  }
+  if (isRecord(raw)) {
+    for (const [name, value] of Object.entries(raw)) {
+      const values = Array.isArray(value) ? value : [value];
+      for (const v of values) {
+        const problem = addHeader(out, name, v);
+        if (problem !== undefined) return problem;
+      }
+    }
+    return undefined;
+  }
+  return 'headers must be an object or an array of "Name: value" strings';
+}
+
+export function mapApiResponse(value: unknown): MapResult {
+  if (!isRecord(value)) return { ok: false, message: 'handler result is not an ApiResponse object' };
+  const rawStatus = value.status_code ?? 200;
+  if (typeof rawStatus !== 'number' || !Number.isInteger(rawStatus) || rawStatus < 200 || rawStatus > 599) {
+    return { ok: false, message: `invalid status_code ${JSON.stringify(rawStatus)} (must be an integer 200-599)` };
+  }
+  const headers: [string, string][] = [];
+  const problem = mapHeaders(value.headers, headers);
+  if (problem !== undefined) return { ok: false, message: problem };
+
+  const body = value.body;
+  if (body === undefined || body === null || rawStatus === 204 || rawStatus === 304) {
+    return { ok: true, reply: { status: rawStatus, headers, body: undefined } };
+  }
+  const hasContentType = headers.some(([name]) => name === 'content-type');
+  if (typeof body === 'string' && hasContentType) return { ok: true, reply: { status: rawStatus, headers, body } };
+  if (!hasContentType) headers.push(['content-type', 'application/json']);
+  return { ok: true, reply: { status: rawStatus, headers, body: JSON.stringify(body) } };
+}
+
+/** `code` is an engine code from src/errors.ts, or a worker's own error code (status then given). */
+export function errorReply(
+  code: string,
+  requestId: string,
+  options: { status?: number; message?: string; extra?: Record<string, unknown>; headers?: [string, string][] } = {},
+): HttpReply {
+  const known = (HTTP_ERRORS as Record<string, { status: number; message: string } | undefined>)[code];
+  const status = options.status ?? known?.status ?? 500;
+  const message = options.message ?? known?.message ?? 'Request failed';
+  const payload = { error: { code, message }, ...options.extra, request_id: requestId };
+  const headers: [string, string][] = [['content-type', 'application/json'], ...(options.headers ?? [])];
+  return { status, headers, body: JSON.stringify(payload) };
+}
+
+/** Writes a reply plus the engine's own headers (request id, CORS). */
+export function writeReply(
+  res: ServerResponse,
+  reply: HttpReply,
+  engineHeaders: Record<string, string>,
+): void {
+  const grouped = new Map<string, string | string[]>();
+  for (const [name, value] of reply.headers) {
+    const held = grouped.get(name);
+    if (held === undefined) grouped.set(name, value);
+    else if (Array.isArray(held)) held.push(value);
+    else grouped.set(name, [held, value]);
+  }
+  for (const [name, value] of Object.entries(engineHeaders)) grouped.set(name, value);
+  for (const [name, value] of grouped) res.setHeader(name, value);
+  res.statusCode = reply.status;
+  if (reply.body === undefined) {
+    if (reply.status !== 204 && reply.status !== 304) res.setHeader('content-length', '0');
+    res.end();
+    return;
+  }
+  res.setHeader('content-length', Buffer.byteLength(reply.body));
+  res.end(reply.body);
+}

@@ -1,0 +1,34 @@
+/**
+ * Every function call the engine makes (handler, condition, middleware, not-found, and calls one
+ * worker makes to another) goes through an Invoker. Today there is the local one (a worker socket on
+ * this process); the cluster adds a forwarding one behind the same interface.
+ */
+export interface InvokeOptions {
+  /** Absolute deadline on the `performance.now()` clock. */
+  deadline: number;
+  requestId?: string;
+  traceparent?: string;
+  baggage?: string;
+}
+
+export type EngineFailureCode = 'TIMEOUT' | 'WORKER_DISCONNECTED' | 'FUNCTION_UNAVAILABLE' | 'SHUTTING_DOWN';
+
+export type InvocationFailure =
+  /** The worker answered with an error (`code` is the worker's own, e.g. `invocation_failed`). */
+  | { source: 'worker'; code: string; message: string; stacktrace?: string }
+  /** The engine could not get an answer. */
+  | { source: 'engine'; code: EngineFailureCode; message: string };
+
+export type InvocationOutcome = { ok: true; value: unknown } | { ok: false; failure: InvocationFailure };
+
+export interface Invoker {
+  invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome>;
+  /** Fire and forget (`action: {type: "void"}`): returns whether a worker was found to send it to. */
+  fire(functionId: string, data: unknown): boolean;
+  /** Whether any connected worker, anywhere the invoker reaches, serves the function. */
+  has(functionId: string): boolean;
+}
+
+export function engineFailure(code: EngineFailureCode, message: string): InvocationOutcome {
+  return { ok: false, failure: { source: 'engine', code, message } };
+}

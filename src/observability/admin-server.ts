@@ -1,0 +1,62 @@
+import { createServer } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { AdminConfig } from '../config/types.js';
+
+export interface AdminProbes {
+  /** Listening and able to route. */
+  ready(): boolean;
+  /** Extra facts for the readiness body. */
+  status(): Record<string, unknown>;
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** Health (`/healthz`: the process answers) and readiness (`/readyz`: send traffic here). */
+export class AdminServer {
+  private readonly server: Server;
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    private readonly config: AdminConfig,
+    probes: AdminProbes,
+    private readonly logger: Logger,
+  ) {
+    this.server = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method not allowed' });
+      if (path === '/healthz') return json(res, 200, { status: 'ok' });
+      if (path === '/readyz') {
+        const ready = probes.ready();
+        return json(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', ...probes.status() });
+      }
+      json(res, 404, { error: 'not found' });
+    });
+  }
+
+  async start(): Promise<number> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen({ port: this.config.port, host: this.config.host }, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const port = (this.server.address() as AddressInfo).port;
+    this.logger.info({ host: this.config.host, port }, 'admin listener started');
+    return port;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+    return this.closing;
+  }
+}

@@ -1,0 +1,163 @@
+import type { InboundMessage, WireError } from './messages.js';
+
+/**
+ * The one decoder for worker frames: returns a typed message, `ignored` for a well-formed frame of a
+ * type the engine does not act on (unknown types are never fatal), or a coded error for a malformed
+ * frame. Unknown fields are dropped.
+ */
+export type DecodeResult =
+  | { kind: 'message'; message: InboundMessage }
+  | { kind: 'ignored'; type: string }
+  | { kind: 'invalid'; code: 'invalid_json' | 'invalid_message'; reason: string };
+
+type Obj = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
+const optString = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const optObject = (v: unknown): Obj | undefined => (isObject(v) ? v : undefined);
+
+function invalid(reason: string): DecodeResult {
+  return { kind: 'invalid', code: 'invalid_message', reason };
+}
+
+function decodeWireError(v: unknown): WireError | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (isObject(v)) {
+    const code = typeof v.code === 'string' && v.code.length > 0 ? v.code : 'unknown_error';
+    const message = typeof v.message === 'string' ? v.message : JSON.stringify(v);
+    const stacktrace = optString(v.stacktrace);
+    return stacktrace === undefined ? { code, message } : { code, message, stacktrace };
+  }
+  // Some clients send a bare string or value as the error: keep it readable.
+  return { code: 'unknown_error', message: typeof v === 'string' ? v : JSON.stringify(v) };
+}
+
+/** Builds a message object with only the present optional fields (the wire omits rather than nulls). */
+function withOptional<T extends Obj>(base: T, optional: Obj): T {
+  for (const [key, value] of Object.entries(optional)) {
+    if (value !== undefined) (base as Obj)[key] = value;
+  }
+  return base;
+}
+
+export function decodeFrame(raw: string | Buffer): DecodeResult {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(typeof raw === 'string' ? raw : raw.toString('utf8'));
+  } catch (err) {
+    return { kind: 'invalid', code: 'invalid_json', reason: (err as Error).message };
+  }
+  return decodeMessage(parsed);
+}
+
+export function decodeMessage(parsed: unknown): DecodeResult {
+  if (!isObject(parsed)) return invalid('frame is not a JSON object');
+  const type = parsed.type;
+  if (typeof type !== 'string') return invalid('frame has no string "type"');
+  const m = parsed;
+
+  switch (type) {
+    case 'registerfunction':
+      if (!isNonEmptyString(m.id) || m.id.trim() === '') return invalid('registerfunction needs a non-empty "id"');
+      return {
+        kind: 'message',
+        message: withOptional(
+          { type, id: m.id },
+          {
+            description: optString(m.description),
+            // A `null` format carries nothing; drop it like every other optional field (the wire omits).
+            request_format: m.request_format ?? undefined,
+            response_format: m.response_format ?? undefined,
+            metadata: optObject(m.metadata),
+            invocation: m.invocation ?? undefined,
+          },
+        ),
+      };
+    case 'unregisterfunction':
+      if (!isNonEmptyString(m.id)) return invalid('unregisterfunction needs "id"');
+      return { kind: 'message', message: { type, id: m.id } };
+    case 'registertrigger': {
+      if (!isNonEmptyString(m.id)) return invalid('registertrigger needs "id"');
+      // SDK versions differ in the field name; 0.22 sends trigger_type, some older builds `type` is taken.
+      const triggerType = m.trigger_type;
+      if (!isNonEmptyString(triggerType)) return invalid('registertrigger needs "trigger_type"');
+      if (!isNonEmptyString(m.function_id)) return invalid('registertrigger needs "function_id"');
+      const config = m.config === undefined || m.config === null ? {} : m.config;
+      if (!isObject(config)) return invalid('registertrigger "config" must be an object');
+      return {
+        kind: 'message',
+        message: withOptional(
+          { type, id: m.id, trigger_type: triggerType, function_id: m.function_id, config },
+          { metadata: optObject(m.metadata) },
+        ),
+      };
+    }
+    case 'unregistertrigger':
+      if (!isNonEmptyString(m.id)) return invalid('unregistertrigger needs "id"');
+      return { kind: 'message', message: withOptional({ type, id: m.id }, { trigger_type: optString(m.trigger_type) }) };
+    case 'invokefunction': {
+      if (!isNonEmptyString(m.function_id)) return invalid('invokefunction needs "function_id"');
+      if (m.invocation_id !== undefined && m.invocation_id !== null && !isNonEmptyString(m.invocation_id)) {
+        return invalid('invokefunction "invocation_id" must be a string');
+      }
+      const action = isObject(m.action) && typeof m.action.type === 'string' ? { type: m.action.type } : undefined;
+      return {
+        kind: 'message',
+        message: withOptional(
+          { type, function_id: m.function_id, data: m.data ?? null },
+          {
+            invocation_id: optString(m.invocation_id),
+            traceparent: optString(m.traceparent),
+            baggage: optString(m.baggage),
+            action,
+            metadata: m.metadata ?? undefined,
+          },
+        ),
+      };
+    }
+    case 'invocationresult': {
+      if (!isNonEmptyString(m.invocation_id)) return invalid('invocationresult needs "invocation_id"');
+      const functionId = typeof m.function_id === 'string' ? m.function_id : '';
+      return {
+        kind: 'message',
+        message: withOptional(
+          { type, invocation_id: m.invocation_id, function_id: functionId },
+          {
+            // `null` and a missing key mean the same: the handler returned nothing.
+            result: m.result === null ? undefined : m.result,
+            error: decodeWireError(m.error),
+            traceparent: optString(m.traceparent),
+            baggage: optString(m.baggage),
+          },
+        ),
+      };
+    }
+    case 'reattach':
+      if (!isNonEmptyString(m.previous_worker_id)) return invalid('reattach needs "previous_worker_id"');
+      return {
+        kind: 'message',
+        message: withOptional(
+          { type, previous_worker_id: m.previous_worker_id },
+          { reattach_token: optString(m.reattach_token) },
+        ),
+      };
+    case 'registerservice':
+      if (!isNonEmptyString(m.id)) return invalid('registerservice needs "id"');
+      return {
+        kind: 'message',
+        message: withOptional({ type, id: m.id }, { name: optString(m.name), description: optString(m.description) }),
+      };
+    case 'registertriggertype':
+      if (!isNonEmptyString(m.id)) return invalid('registertriggertype needs "id"');
+      return { kind: 'message', message: withOptional({ type, id: m.id }, { description: optString(m.description) }) };
+    case 'unregistertriggertype':
+      if (!isNonEmptyString(m.id)) return invalid('unregistertriggertype needs "id"');
+      return { kind: 'message', message: { type, id: m.id } };
+    case 'ping':
+    case 'pong':
+      return { kind: 'message', message: { type } };
+    default:
+      return { kind: 'ignored', type };
+  }
+}

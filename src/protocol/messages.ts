@@ -1,0 +1,133 @@
+/**
+ * Worker wire messages, as iii-sdk 0.9–0.22 speaks them (docs/protocol.md). Field names stay
+ * snake_case as on the wire. Only the fields the engine reads are typed; unknown fields are ignored.
+ */
+
+export interface WireError {
+  code: string;
+  message: string;
+  stacktrace?: string;
+}
+
+export interface RegisterFunctionMessage {
+  type: 'registerfunction';
+  id: string;
+  description?: string;
+  request_format?: unknown;
+  response_format?: unknown;
+  metadata?: Record<string, unknown>;
+  /** Present when the function is HTTP-invoked by the engine (not supported: refused). */
+  invocation?: unknown;
+}
+
+export interface UnregisterFunctionMessage {
+  type: 'unregisterfunction';
+  id: string;
+}
+
+export interface RegisterTriggerMessage {
+  type: 'registertrigger';
+  id: string;
+  trigger_type: string;
+  function_id: string;
+  config: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+}
+
+export interface UnregisterTriggerMessage {
+  type: 'unregistertrigger';
+  id: string;
+  trigger_type?: string;
+}
+
+export interface InvokeFunctionMessage {
+  type: 'invokefunction';
+  invocation_id?: string;
+  function_id: string;
+  data: unknown;
+  traceparent?: string;
+  baggage?: string;
+  /** `{type: 'void'}`: fire and forget. */
+  action?: { type: string };
+  metadata?: unknown;
+}
+
+export interface InvocationResultMessage {
+  type: 'invocationresult';
+  invocation_id: string;
+  function_id: string;
+  /** Absent when the handler returned undefined/null. */
+  result?: unknown;
+  error?: WireError;
+  traceparent?: string;
+  baggage?: string;
+}
+
+export interface ReattachMessage {
+  type: 'reattach';
+  previous_worker_id: string;
+  reattach_token?: string;
+}
+
+export interface RegisterServiceMessage {
+  type: 'registerservice';
+  id: string;
+  name?: string;
+  description?: string;
+}
+
+export interface RegisterTriggerTypeMessage {
+  type: 'registertriggertype';
+  id: string;
+  description?: string;
+}
+
+export interface UnregisterTriggerTypeMessage {
+  type: 'unregistertriggertype';
+  id: string;
+}
+
+export interface PingMessage {
+  type: 'ping';
+}
+
+export interface PongMessage {
+  type: 'pong';
+}
+
+export interface TriggerRegistrationResultMessage {
+  type: 'triggerregistrationresult';
+  id: string;
+  trigger_type: string;
+  function_id: string;
+  error?: WireError;
+}
+
+export interface WorkerRegisteredMessage {
+  type: 'workerregistered';
+  worker_id: string;
+  reattach_token?: string;
+}
+
+/** Every message a worker may send that the engine acts on. */
+export type InboundMessage =
+  | RegisterFunctionMessage
+  | UnregisterFunctionMessage
+  | RegisterTriggerMessage
+  | UnregisterTriggerMessage
+  | InvokeFunctionMessage
+  | InvocationResultMessage
+  | ReattachMessage
+  | RegisterServiceMessage
+  | RegisterTriggerTypeMessage
+  | UnregisterTriggerTypeMessage
+  | PingMessage
+  | PongMessage;
+
+/** Every message the engine sends to a worker. */
+export type OutboundMessage =
+  | WorkerRegisteredMessage
+  | TriggerRegistrationResultMessage
+  | InvokeFunctionMessage
+  | InvocationResultMessage
+  | PongMessage;

@@ -1,0 +1,68 @@
+/**
+ * Route path patterns: `/users/:id/posts`. A `:name` segment captures one non-empty segment; every
+ * other segment is literal (docs/routing.md). Parsing happens once per registration, never per request.
+ */
+export type PatternSegment = { kind: 'static'; value: string } | { kind: 'param'; name: string };
+
+export interface PathPattern {
+  /** The pattern as registered (`/users/:id`). */
+  source: string;
+  segments: readonly PatternSegment[];
+  /** Parameter names in segment order. */
+  paramNames: readonly string[];
+  /** Shape with parameter names erased (`/users/:`): two patterns of one shape match the same paths. */
+  shapeKey: string;
+}
+
+const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export type PatternParseResult = { ok: true; pattern: PathPattern } | { ok: false; message: string };
+
+/** Splits a path into segments after the leading `/`; `"/"` is one empty segment. */
+export function splitPath(path: string): string[] {
+  return path.slice(1).split('/');
+}
+
+/** With `ignoreTrailingSlash`, `/a/` and `/a` are one route: the trailing empty segment is dropped. */
+export function normalizeTrailingSlash(path: string, ignoreTrailingSlash: boolean): string {
+  if (!ignoreTrailingSlash || path.length <= 1 || !path.endsWith('/')) return path;
+  let end = path.length;
+  while (end > 1 && path.charCodeAt(end - 1) === 47 /* / */) end--;
+  return path.slice(0, end);
+}
+
+export function parsePathPattern(source: string, ignoreTrailingSlash: boolean): PatternParseResult {
+  if (typeof source !== 'string' || !source.startsWith('/')) {
+    return { ok: false, message: 'api_path must be a string starting with "/"' };
+  }
+  if (source.includes('?') || source.includes('#')) {
+    return { ok: false, message: 'api_path must not contain "?" or "#"' };
+  }
+  if (/[\s]/.test(source)) return { ok: false, message: 'api_path must not contain whitespace' };
+  const normalized = normalizeTrailingSlash(source, ignoreTrailingSlash);
+  const segments: PatternSegment[] = [];
+  const paramNames: string[] = [];
+  const shape: string[] = [];
+  for (const raw of splitPath(normalized)) {
+    if (raw.startsWith(':')) {
+      const name = raw.slice(1);
+      if (!PARAM_NAME.test(name)) return { ok: false, message: `invalid parameter segment "${raw}" in api_path` };
+      if (paramNames.includes(name)) return { ok: false, message: `duplicate parameter "${name}" in api_path` };
+      paramNames.push(name);
+      segments.push({ kind: 'param', name });
+      shape.push(':');
+    } else {
+      let value: string;
+      try {
+        value = decodeURIComponent(raw);
+      } catch {
+        return { ok: false, message: `invalid percent-encoding in api_path segment "${raw}"` };
+      }
+      segments.push({ kind: 'static', value });
+      // Escape a literal ':' so it cannot collide with a parameter, and a '/' decoded from `%2F` so
+      // `/a%2Fb` (one segment) and `/a/b` (two segments) keep different shapes: they match different paths.
+      shape.push(value.replace(/[:\\/]/g, '\\$&'));
+    }
+  }
+  return { ok: true, pattern: { source, segments, paramNames, shapeKey: '/' + shape.join('/') } };
+}

@@ -1,0 +1,38 @@
+import type { TriggerSpec } from './trigger-config.js';
+
+/**
+ * What one owner (a peer: today the local process) has registered. This is the unit the replicated
+ * table stores and, later, the unit a bus publishes: plain data, no sockets.
+ */
+export interface FunctionRecord {
+  id: string;
+  workerId: string;
+  description?: string;
+}
+
+export type TriggerRecord = TriggerSpec & {
+  id: string;
+  functionId: string;
+  workerId: string;
+  /** Wall-clock registration time, then `seq`: orders bindings across owners ("newest wins"). */
+  registeredAt: number;
+  seq: number;
+};
+
+export interface OwnerSnapshot {
+  ownerId: string;
+  /** Only grows; a receiver keeps the newest version it has seen. */
+  version: number;
+  functions: readonly FunctionRecord[];
+  triggers: readonly TriggerRecord[];
+}
+
+/** Sort order for bindings: older first, so the last one of a group is the newest. */
+export function compareRegistration(
+  a: { registeredAt: number; seq: number; ownerId: string },
+  b: { registeredAt: number; seq: number; ownerId: string },
+): number {
+  if (a.registeredAt !== b.registeredAt) return a.registeredAt - b.registeredAt;
+  if (a.ownerId !== b.ownerId) return a.ownerId < b.ownerId ? -1 : 1;
+  return a.seq - b.seq;
+}

@@ -1,0 +1,185 @@
+import type { MiddlewarePhase } from '../config/types.js';
+import type { PathPattern } from './path-pattern.js';
+import type { OwnerSnapshot, TriggerRecord } from './registrations.js';
+import { compareRegistration } from './registrations.js';
+import { Router } from './router.js';
+
+/** One routable binding: the winner among triggers of the same method and path shape. */
+export interface HttpRoute {
+  method: string;
+  pattern: PathPattern;
+  triggerId: string;
+  functionId: string;
+  ownerId: string;
+  conditionFunctionId?: string;
+  middlewareFunctionIds?: readonly string[];
+}
+
+export interface MiddlewareBinding {
+  triggerId: string;
+  functionId: string;
+  ownerId: string;
+  phase: MiddlewarePhase;
+  scopePath?: string;
+  priority: number;
+  registeredAt: number;
+  seq: number;
+}
+
+/** An immutable view of the whole table; a request keeps the one it started with. */
+export interface RoutingState {
+  version: number;
+  router: Router<HttpRoute>;
+  middleware: readonly MiddlewareBinding[];
+  /** function id → owner ids that have at least one worker registering it. */
+  functionOwners: ReadonlyMap<string, readonly string[]>;
+}
+
+/** The local process's registrations, pulled only when the table rebuilds. */
+export interface SnapshotSource {
+  readonly ownerId: string;
+  snapshot(): OwnerSnapshot;
+}
+
+type Listener = (state: RoutingState) => void;
+
+/**
+ * The replicated table: one snapshot per owner, and the router derived from all of them. Changes only
+ * mark the table dirty; the next read rebuilds once, so a burst of registrations costs one build.
+ */
+export class RouteTable {
+  private readonly remote = new Map<string, OwnerSnapshot>();
+  private local: SnapshotSource | undefined;
+  private dirty = true;
+  private scheduled = false;
+  private state: RoutingState;
+  private buildCount = 0;
+  private readonly listeners = new Set<Listener>();
+
+  constructor(private readonly ignoreTrailingSlash: boolean) {
+    this.state = this.build();
+  }
+
+  setLocalSource(source: SnapshotSource): void {
+    this.local = source;
+    this.markChanged();
+  }
+
+  /** Called by the local registry on any change of its registrations. */
+  markChanged(): void {
+    this.dirty = true;
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // Also rebuild soon without waiting for a request, so listeners (admin, bus) see the change.
+    setImmediate(() => {
+      this.scheduled = false;
+      this.current();
+    });
+  }
+
+  /** Stores a peer's snapshot if it is newer than the one held; returns whether it was applied. */
+  applySnapshot(snapshot: OwnerSnapshot): boolean {
+    const held = this.remote.get(snapshot.ownerId);
+    if (held !== undefined && held.version >= snapshot.version) return false;
+    this.remote.set(snapshot.ownerId, snapshot);
+    this.markChanged();
+    return true;
+  }
+
+  removeOwner(ownerId: string): boolean {
+    const removed = this.remote.delete(ownerId);
+    if (removed) this.markChanged();
+    return removed;
+  }
+
+  current(): RoutingState {
+    if (this.dirty) {
+      this.dirty = false;
+      this.state = this.build();
+      for (const listener of this.listeners) listener(this.state);
+    }
+    return this.state;
+  }
+
+  onChange(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private snapshots(): OwnerSnapshot[] {
+    const all = [...this.remote.values()];
+    if (this.local !== undefined) all.push(this.local.snapshot());
+    return all;
+  }
+
+  private build(): RoutingState {
+    const snapshots = this.snapshots();
+    const functionOwners = new Map<string, string[]>();
+    for (const snapshot of snapshots) {
+      for (const fn of snapshot.functions) {
+        const owners = functionOwners.get(fn.id);
+        if (owners === undefined) functionOwners.set(fn.id, [snapshot.ownerId]);
+        else if (!owners.includes(snapshot.ownerId)) owners.push(snapshot.ownerId);
+      }
+    }
+
+    const byShape = new Map<string, { trigger: TriggerRecord & { type: 'http' }; ownerId: string; live: boolean }>();
+    const middleware: MiddlewareBinding[] = [];
+    for (const snapshot of snapshots) {
+      const ownerId = snapshot.ownerId;
+      for (const trigger of snapshot.triggers) {
+        if (trigger.type === 'http_middleware') {
+          middleware.push({
+            triggerId: trigger.id,
+            functionId: trigger.functionId,
+            ownerId,
+            phase: trigger.middleware.phase,
+            ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
+            priority: trigger.middleware.priority,
+            registeredAt: trigger.registeredAt,
+            seq: trigger.seq,
+          });
+          continue;
+        }
+        const key = `${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`;
+        const live = functionOwners.has(trigger.functionId);
+        const held = byShape.get(key);
+        // The newest live binding wins; a dead binding only wins when nothing live is bound.
+        if (
+          held === undefined ||
+          (live && !held.live) ||
+          (live === held.live &&
+            compareRegistration({ ...trigger, ownerId }, { ...held.trigger, ownerId: held.ownerId }) > 0)
+        ) {
+          byShape.set(key, { trigger, ownerId, live });
+        }
+      }
+    }
+
+    const routes: HttpRoute[] = [];
+    for (const { trigger, ownerId } of byShape.values()) {
+      const route: HttpRoute = {
+        method: trigger.http.httpMethod,
+        pattern: trigger.http.pattern,
+        triggerId: trigger.id,
+        functionId: trigger.functionId,
+        ownerId,
+      };
+      if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
+      if (trigger.http.middlewareFunctionIds !== undefined) {
+        route.middlewareFunctionIds = trigger.http.middlewareFunctionIds;
+      }
+      routes.push(route);
+    }
+    middleware.sort(
+      (a, b) => a.priority - b.priority || compareRegistration(a, b),
+    );
+    this.buildCount++;
+    return {
+      version: this.buildCount,
+      router: new Router(routes, this.ignoreTrailingSlash),
+      middleware,
+      functionOwners,
+    };
+  }
+}

@@ -1,0 +1,117 @@
+import type { PathPattern } from './path-pattern.js';
+import { normalizeTrailingSlash, splitPath } from './path-pattern.js';
+
+/**
+ * A segment trie. Matching walks one map lookup per segment, so its cost depends on the path's depth,
+ * not on how many routes exist. Static segments win over parameters; when a static branch dead-ends
+ * the matcher backtracks into the parameter branch (`/users/me` and `/users/:id/posts` both work).
+ * Immutable once built: the table builds a new router and swaps it in one assignment.
+ */
+export interface RouteTarget {
+  method: string;
+  pattern: PathPattern;
+}
+
+export interface RouteMatch<T extends RouteTarget> {
+  route: T;
+  params: Record<string, string>;
+}
+
+export type MatchResult<T extends RouteTarget> =
+  | { kind: 'matched'; match: RouteMatch<T> }
+  | { kind: 'not_found' }
+  | { kind: 'invalid_path' };
+
+interface TrieNode<T> {
+  statics: Map<string, TrieNode<T>> | undefined;
+  param: TrieNode<T> | undefined;
+  routes: Map<string, T> | undefined;
+}
+
+const newNode = <T>(): TrieNode<T> => ({ statics: undefined, param: undefined, routes: undefined });
+
+export class Router<T extends RouteTarget> {
+  private readonly root: TrieNode<T> = newNode<T>();
+  readonly size: number;
+
+  /** `routes` must already be de-duplicated by method and shape (the table picks one binding). */
+  constructor(
+    routes: Iterable<T>,
+    private readonly ignoreTrailingSlash: boolean,
+  ) {
+    let size = 0;
+    for (const route of routes) {
+      this.insert(route);
+      size++;
+    }
+    this.size = size;
+  }
+
+  private insert(route: T): void {
+    let node = this.root;
+    for (const segment of route.pattern.segments) {
+      if (segment.kind === 'param') {
+        node.param ??= newNode<T>();
+        node = node.param;
+      } else {
+        node.statics ??= new Map();
+        let next = node.statics.get(segment.value);
+        if (next === undefined) {
+          next = newNode<T>();
+          node.statics.set(segment.value, next);
+        }
+        node = next;
+      }
+    }
+    node.routes ??= new Map();
+    node.routes.set(route.method, route);
+  }
+
+  /** `path` is the raw request path without the query string. */
+  match(method: string, path: string): MatchResult<T> {
+    const rawSegments = splitPath(normalizeTrailingSlash(path, this.ignoreTrailingSlash));
+    const segments = new Array<string>(rawSegments.length);
+    for (let i = 0; i < rawSegments.length; i++) {
+      const raw = rawSegments[i] as string;
+      if (raw.includes('%')) {
+        try {
+          segments[i] = decodeURIComponent(raw);
+        } catch {
+          return { kind: 'invalid_path' };
+        }
+      } else {
+        segments[i] = raw;
+      }
+    }
+    const values: string[] = [];
+    let route = this.walk(this.root, segments, 0, method, values);
+    if (route === undefined && method === 'HEAD') {
+      values.length = 0;
+      route = this.walk(this.root, segments, 0, 'GET', values);
+    }
+    if (route === undefined) return { kind: 'not_found' };
+    // Null prototype: a parameter named `__proto__` (a valid name) must stay plain data, not be dropped
+    // by the Object.prototype setter; query params use null-prototype objects for the same reason.
+    const params = Object.create(null) as Record<string, string>;
+    const names = route.pattern.paramNames;
+    for (let i = 0; i < names.length; i++) params[names[i] as string] = values[i] as string;
+    return { kind: 'matched', match: { route, params } };
+  }
+
+  private walk(node: TrieNode<T>, segments: string[], index: number, method: string, values: string[]): T | undefined {
+    if (index === segments.length) return node.routes?.get(method);
+    const segment = segments[index] as string;
+    const staticChild = node.statics?.get(segment);
+    if (staticChild !== undefined) {
+      const found = this.walk(staticChild, segments, index + 1, method, values);
+      if (found !== undefined) return found;
+    }
+    if (node.param !== undefined && segment.length > 0) {
+      values.push(segment);
+      const found = this.walk(node.param, segments, index + 1, method, values);
+      if (found !== undefined) return found;
+      values.pop();
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,110 @@
+import type { MiddlewarePhase } from '../config/types.js';
+import type { PathPattern } from './path-pattern.js';
+import { parsePathPattern } from './path-pattern.js';
+
+/** The two trigger types the HTTP module adds (http-module.md §6), validated at registration. */
+export interface HttpTriggerConfig {
+  apiPath: string;
+  pattern: PathPattern;
+  httpMethod: string;
+  conditionFunctionId?: string;
+  middlewareFunctionIds?: readonly string[];
+}
+
+export interface MiddlewareTriggerConfig {
+  phase: MiddlewarePhase;
+  /** Scope prefix as registered; undefined = every request. */
+  scopePath?: string;
+  priority: number;
+}
+
+export const MIDDLEWARE_PHASES: readonly MiddlewarePhase[] = [
+  'onRequest',
+  'preHandler',
+  'postHandler',
+  'onResponse',
+  'onError',
+  'onTimeout',
+];
+
+export type TriggerSpec =
+  | { type: 'http'; http: HttpTriggerConfig }
+  | { type: 'http_middleware'; middleware: MiddlewareTriggerConfig };
+
+export type TriggerValidation =
+  | { ok: true; spec: TriggerSpec }
+  | { ok: false; code: 'trigger_type_not_found' | 'invalid_trigger_config'; message: string };
+
+/** RFC 9110 token: what a method name may contain. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+const invalid = (message: string): TriggerValidation => ({ ok: false, code: 'invalid_trigger_config', message });
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function validateHttp(config: Record<string, unknown>, ignoreTrailingSlash: boolean): TriggerValidation {
+  const { api_path: apiPath, http_method: httpMethod } = config;
+  if (typeof apiPath !== 'string' || apiPath.length === 0) return invalid('http trigger needs config.api_path');
+  if (typeof httpMethod !== 'string' || httpMethod.length === 0) return invalid('http trigger needs config.http_method');
+  if (!TOKEN.test(httpMethod)) return invalid(`http_method "${httpMethod}" is not a valid HTTP method`);
+  const parsed = parsePathPattern(apiPath, ignoreTrailingSlash);
+  if (!parsed.ok) return invalid(parsed.message);
+  const http: HttpTriggerConfig = { apiPath, pattern: parsed.pattern, httpMethod: httpMethod.toUpperCase() };
+  const condition = config.condition_function_id;
+  if (condition !== undefined && condition !== null) {
+    if (typeof condition !== 'string' || condition.length === 0) {
+      return invalid('condition_function_id must be a non-empty string');
+    }
+    http.conditionFunctionId = condition;
+  }
+  const middlewareIds = config.middleware_function_ids;
+  if (middlewareIds !== undefined && middlewareIds !== null) {
+    if (!Array.isArray(middlewareIds) || !middlewareIds.every((id) => typeof id === 'string' && id.length > 0)) {
+      return invalid('middleware_function_ids must be an array of non-empty strings');
+    }
+    http.middlewareFunctionIds = middlewareIds as string[];
+  }
+  return { ok: true, spec: { type: 'http', http } };
+}
+
+function validateMiddleware(config: Record<string, unknown>, ignoreTrailingSlash: boolean): TriggerValidation {
+  const { phase, scope, priority } = config;
+  if (typeof phase !== 'string' || !(MIDDLEWARE_PHASES as readonly string[]).includes(phase)) {
+    return invalid(`http_middleware config.phase must be one of ${MIDDLEWARE_PHASES.join(', ')}`);
+  }
+  const middleware: MiddlewareTriggerConfig = { phase: phase as MiddlewarePhase, priority: 0 };
+  if (priority !== undefined && priority !== null) {
+    if (typeof priority !== 'number' || !Number.isFinite(priority)) {
+      return invalid('http_middleware config.priority must be a finite number');
+    }
+    middleware.priority = priority;
+  }
+  if (scope !== undefined && scope !== null) {
+    if (!isObject(scope) || typeof scope.path !== 'string') {
+      return invalid('http_middleware config.scope must be an object with a string "path"');
+    }
+    const scopePath = scope.path;
+    // A scope is a path pattern plus an optional trailing `/*`; validate the pattern part the same way.
+    const patternPart = scopePath.endsWith('/*') ? scopePath.slice(0, -2) || '/' : scopePath;
+    const parsed = parsePathPattern(patternPart, ignoreTrailingSlash);
+    if (!parsed.ok) return invalid(`http_middleware scope.path: ${parsed.message}`);
+    middleware.scopePath = scopePath;
+  }
+  return { ok: true, spec: { type: 'http_middleware', middleware } };
+}
+
+export function validateTrigger(
+  triggerType: string,
+  config: Record<string, unknown>,
+  ignoreTrailingSlash: boolean,
+): TriggerValidation {
+  switch (triggerType) {
+    case 'http':
+      return validateHttp(config, ignoreTrailingSlash);
+    case 'http_middleware':
+      return validateMiddleware(config, ignoreTrailingSlash);
+    default:
+      return { ok: false, code: 'trigger_type_not_found', message: `trigger type "${triggerType}" is not supported` };
+  }
+}

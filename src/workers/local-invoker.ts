@@ -1,0 +1,31 @@
+import { performance } from 'node:perf_hooks';
+import type { InvocationOutcome, InvokeOptions, Invoker } from '../invocation/invoker.js';
+import { engineFailure } from '../invocation/invoker.js';
+import type { WorkerHub } from './worker-hub.js';
+
+/** Invokes functions served by workers connected to this process. */
+export class LocalInvoker implements Invoker {
+  constructor(private readonly hub: WorkerHub) {}
+
+  invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
+    const connection = this.hub.pickOwner(functionId);
+    if (connection === undefined) {
+      return Promise.resolve(engineFailure('FUNCTION_UNAVAILABLE', `no connected worker serves ${functionId}`));
+    }
+    const remainingMs = options.deadline - performance.now();
+    if (remainingMs <= 0) {
+      return Promise.resolve(engineFailure('TIMEOUT', `deadline passed before ${functionId} was called`));
+    }
+    return connection.invoke(functionId, data, remainingMs);
+  }
+
+  fire(functionId: string, data: unknown): boolean {
+    const connection = this.hub.pickOwner(functionId);
+    if (connection === undefined) return false;
+    return connection.fire(functionId, data);
+  }
+
+  has(functionId: string): boolean {
+    return this.hub.has(functionId);
+  }
+}

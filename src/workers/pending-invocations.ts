@@ -1,0 +1,52 @@
+import type { InvocationOutcome } from '../invocation/invoker.js';
+import { engineFailure } from '../invocation/invoker.js';
+
+interface Pending {
+  functionId: string;
+  settle: (outcome: InvocationOutcome) => void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Invocations in flight on one worker connection. Each entry has a deadline timer and is settled
+ * exactly once: by the worker's result, by the deadline, or by the connection going away.
+ */
+export class PendingInvocations {
+  private readonly entries = new Map<string, Pending>();
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  add(invocationId: string, functionId: string, timeoutMs: number): Promise<InvocationOutcome> {
+    return new Promise<InvocationOutcome>((resolve) => {
+      const timer = setTimeout(() => {
+        if (this.entries.delete(invocationId)) {
+          resolve(engineFailure('TIMEOUT', `function ${functionId} did not answer within ${Math.round(timeoutMs)} ms`));
+        }
+      }, timeoutMs);
+      this.entries.set(invocationId, { functionId, settle: resolve, timer });
+    });
+  }
+
+  /** Returns false when no such invocation is pending here (late, duplicate or never sent). */
+  resolve(invocationId: string, outcome: InvocationOutcome): boolean {
+    const entry = this.entries.get(invocationId);
+    if (entry === undefined) return false;
+    this.entries.delete(invocationId);
+    clearTimeout(entry.timer);
+    entry.settle(outcome);
+    return true;
+  }
+
+  /** Settles every entry at once with the same outcome (disconnect, shutdown). */
+  failAll(outcomeFor: (functionId: string) => InvocationOutcome): number {
+    const count = this.entries.size;
+    for (const entry of this.entries.values()) {
+      clearTimeout(entry.timer);
+      entry.settle(outcomeFor(entry.functionId));
+    }
+    this.entries.clear();
+    return count;
+  }
+}

@@ -1,0 +1,313 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import WebSocket from 'ws';
+import type { WireErrorCode } from '../errors.js';
+import type { EngineFailureCode, InvocationOutcome, Invoker } from '../invocation/invoker.js';
+import { engineFailure } from '../invocation/invoker.js';
+import { decodeFrame } from '../protocol/decode.js';
+import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../protocol/encode.js';
+import type {
+  InvokeFunctionMessage,
+  RegisterFunctionMessage,
+  RegisterTriggerMessage,
+  ReattachMessage,
+  WireError,
+} from '../protocol/messages.js';
+import type { FunctionRecord, TriggerRecord } from '../routing/registrations.js';
+import { validateTrigger } from '../routing/trigger-config.js';
+import { PendingInvocations } from './pending-invocations.js';
+import type { WorkerHub } from './worker-hub.js';
+
+/** What a worker tells about itself through `engine::workers::register` (shown by the admin view). */
+export interface WorkerInfo {
+  name?: string;
+  runtime?: string;
+  version?: string;
+  os?: string;
+  pid?: number;
+  description?: string;
+}
+
+export interface WorkerConnectionDeps {
+  hub: WorkerHub;
+  invoker: Invoker;
+  logger: Logger;
+  ignoreTrailingSlash: boolean;
+  /** Deadline for calls a worker makes to another worker through the engine. */
+  workerCallTimeoutMs: number;
+}
+
+/** The engine function the SDK calls right after connecting, with its metadata. */
+export const REGISTER_WORKER_FUNCTION = 'engine::workers::register';
+
+const WIRE_CODE_FOR_ENGINE_FAILURE: Record<EngineFailureCode, WireErrorCode> = {
+  FUNCTION_UNAVAILABLE: 'function_not_found',
+  TIMEOUT: 'invocation_timeout',
+  WORKER_DISCONNECTED: 'worker_disconnected',
+  SHUTTING_DOWN: 'engine_shutting_down',
+};
+
+/** The worker's error as it goes back on the wire: the engine-side `source` tag stays behind. */
+function wireErrorOf(failure: { code: string; message: string; stacktrace?: string }): WireError {
+  return failure.stacktrace === undefined
+    ? { code: failure.code, message: failure.message }
+    : { code: failure.code, message: failure.message, stacktrace: failure.stacktrace };
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * One worker's WebSocket: decodes its frames, keeps exactly what it registered, and owns the
+ * invocations pending on it, settling every one of them when the socket goes away.
+ */
+export class WorkerConnection {
+  readonly id = randomUUID();
+  readonly reattachToken = randomUUID();
+  readonly connectedAt = Date.now();
+  readonly functions = new Map<string, FunctionRecord>();
+  readonly triggers = new Map<string, TriggerRecord>();
+  readonly services = new Map<string, { name?: string; description?: string }>();
+  readonly triggerTypes = new Set<string>();
+  readonly pending = new PendingInvocations();
+  info: WorkerInfo = {};
+  private closed = false;
+  private readonly logger: Logger;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly deps: WorkerConnectionDeps,
+    readonly remoteAddress: string,
+  ) {
+    this.logger = deps.logger.child({ workerId: this.id });
+  }
+
+  get isOpen(): boolean {
+    return !this.closed && this.socket.readyState === WebSocket.OPEN;
+  }
+
+  start(): void {
+    this.deps.hub.add(this);
+    this.socket.on('message', (data: WebSocket.RawData) => this.handleFrame(data));
+    this.socket.on('close', (code: number, reason: Buffer) => this.handleClose(code, reason.toString('utf8')));
+    this.socket.on('error', (err: Error) => this.logger.warn({ err }, 'worker socket error'));
+    this.send(encodeFrame({ type: 'workerregistered', worker_id: this.id, reattach_token: this.reattachToken }));
+    this.logger.info({ remoteAddress: this.remoteAddress }, 'worker connected');
+  }
+
+  /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */
+  send(frame: string): boolean {
+    if (!this.isOpen) return false;
+    this.socket.send(frame);
+    return true;
+  }
+
+  invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome> {
+    const invocationId = randomUUID();
+    const result = this.pending.add(invocationId, functionId, timeoutMs);
+    if (!this.send(encodeInvocation(invocationId, functionId, JSON.stringify(data) ?? 'null'))) {
+      this.pending.resolve(invocationId, engineFailure('WORKER_DISCONNECTED', `worker ${this.id} is not connected`));
+    }
+    return result;
+  }
+
+  fire(functionId: string, data: unknown): boolean {
+    return this.send(encodeFrame({ type: 'invokefunction', function_id: functionId, data, action: { type: 'void' } }));
+  }
+
+  /** Closes the socket; cleanup happens once, in the close handler. */
+  close(code: number, reason: string): void {
+    if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING) {
+      this.socket.close(code, reason);
+    }
+  }
+
+  /** Ends the connection at once without a closing handshake (a peer that does not answer). */
+  terminate(): void {
+    this.socket.terminate();
+  }
+
+  private handleFrame(data: WebSocket.RawData): void {
+    const raw = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    const decoded = decodeFrame(raw);
+    if (decoded.kind === 'invalid') {
+      this.logger.warn({ code: decoded.code, reason: decoded.reason, bytes: raw.length }, 'malformed worker frame ignored');
+      return;
+    }
+    if (decoded.kind === 'ignored') {
+      this.logger.debug({ type: decoded.type }, 'unknown worker message type ignored');
+      return;
+    }
+    const message = decoded.message;
+    switch (message.type) {
+      case 'invocationresult': {
+        const outcome: InvocationOutcome =
+          message.error !== undefined
+            ? { ok: false, failure: { source: 'worker', ...message.error } }
+            : { ok: true, value: message.result };
+        if (!this.pending.resolve(message.invocation_id, outcome)) {
+          this.logger.debug({ invocationId: message.invocation_id }, 'result for an invocation not pending here ignored');
+        }
+        return;
+      }
+      case 'invokefunction':
+        this.handleInvoke(message);
+        return;
+      case 'registerfunction':
+        this.registerFunction(message);
+        return;
+      case 'unregisterfunction':
+        if (this.functions.delete(message.id)) this.deps.hub.functionRemoved(this, message.id);
+        return;
+      case 'registertrigger':
+        this.registerTrigger(message);
+        return;
+      case 'unregistertrigger':
+        if (this.triggers.delete(message.id)) this.deps.hub.triggersChanged();
+        return;
+      case 'ping':
+        this.send(encodeFrame({ type: 'pong' }));
+        return;
+      case 'pong':
+        return;
+      case 'reattach':
+        this.handleReattach(message);
+        return;
+      case 'registerservice':
+        this.services.set(message.id, { name: message.name, description: message.description });
+        return;
+      case 'registertriggertype':
+        // Worker-provided trigger types are recorded, not routed: triggers of that type are refused.
+        this.triggerTypes.add(message.id);
+        this.logger.info({ triggerType: message.id }, 'worker offered a trigger type (not supported by this engine)');
+        return;
+      case 'unregistertriggertype':
+        this.triggerTypes.delete(message.id);
+        return;
+    }
+  }
+
+  private registerFunction(message: RegisterFunctionMessage): void {
+    if (message.invocation !== undefined) {
+      // HTTP-invoked external functions would make the engine an HTTP client of arbitrary URLs.
+      this.logger.warn({ functionId: message.id }, 'HTTP-invoked function registration refused (not supported)');
+      return;
+    }
+    const record: FunctionRecord = { id: message.id, workerId: this.id };
+    if (message.description !== undefined) record.description = message.description;
+    this.functions.set(message.id, record);
+    this.deps.hub.functionAdded(this, message.id);
+  }
+
+  private registerTrigger(message: RegisterTriggerMessage): void {
+    const validation = validateTrigger(message.trigger_type, message.config, this.deps.ignoreTrailingSlash);
+    if (!validation.ok) {
+      this.logger.warn(
+        { triggerId: message.id, triggerType: message.trigger_type, code: validation.code, reason: validation.message },
+        'trigger registration refused',
+      );
+      this.send(
+        encodeFrame({
+          type: 'triggerregistrationresult',
+          id: message.id,
+          trigger_type: message.trigger_type,
+          function_id: message.function_id,
+          error: { code: validation.code, message: validation.message },
+        }),
+      );
+      return;
+    }
+    const record: TriggerRecord = {
+      ...validation.spec,
+      id: message.id,
+      functionId: message.function_id,
+      workerId: this.id,
+      registeredAt: Date.now(),
+      seq: this.deps.hub.nextSeq(),
+    };
+    this.triggers.set(message.id, record);
+    this.deps.hub.triggersChanged();
+  }
+
+  private handleInvoke(message: InvokeFunctionMessage): void {
+    const invocationId = message.invocation_id;
+    if (message.function_id === REGISTER_WORKER_FUNCTION) {
+      this.recordInfo(message.data);
+      if (invocationId !== undefined && message.action?.type !== 'void') {
+        this.send(encodeInvocationResult(invocationId, message.function_id, { ok: true, value: undefined }));
+      }
+      return;
+    }
+    if (invocationId === undefined || message.action?.type === 'void') {
+      if (!this.deps.invoker.fire(message.function_id, message.data)) {
+        this.logger.warn({ functionId: message.function_id }, 'fire-and-forget call dropped: no worker serves it');
+      }
+      return;
+    }
+    const deadline = performance.now() + this.deps.workerCallTimeoutMs;
+    this.deps.invoker
+      .invoke(message.function_id, message.data, { deadline })
+      .then((outcome) => {
+        const reply: Parameters<typeof encodeInvocationResult>[2] = outcome.ok
+          ? outcome
+          : {
+              ok: false,
+              error:
+                outcome.failure.source === 'worker'
+                  ? wireErrorOf(outcome.failure)
+                  : { code: WIRE_CODE_FOR_ENGINE_FAILURE[outcome.failure.code], message: outcome.failure.message },
+            };
+        this.send(encodeInvocationResult(invocationId, message.function_id, reply));
+      })
+      .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'));
+  }
+
+  private recordInfo(data: unknown): void {
+    if (!isRecord(data)) return;
+    const info: WorkerInfo = {};
+    if (typeof data.name === 'string') info.name = data.name;
+    if (typeof data.runtime === 'string') info.runtime = data.runtime;
+    if (typeof data.version === 'string') info.version = data.version;
+    if (typeof data.os === 'string') info.os = data.os;
+    if (typeof data.pid === 'number') info.pid = data.pid;
+    if (typeof data.description === 'string') info.description = data.description;
+    this.info = info;
+    this.logger.info({ worker: info }, 'worker registered its metadata');
+  }
+
+  private handleReattach(message: ReattachMessage): void {
+    const previous = this.deps.hub.get(message.previous_worker_id);
+    if (previous === undefined || previous === this) {
+      this.logger.info({ previousWorkerId: message.previous_worker_id }, 'worker reattached (previous connection already gone)');
+      return;
+    }
+    if (message.reattach_token !== previous.reattachToken) {
+      this.logger.warn({ previousWorkerId: message.previous_worker_id }, 'reattach with a wrong token ignored');
+      return;
+    }
+    // The old socket may be half-open: retire it so it can neither hold routes nor receive calls.
+    this.logger.info({ previousWorkerId: previous.id }, 'worker reattached; retiring its previous connection');
+    previous.retire();
+  }
+
+  /** Removes this connection at once (its registrations, its pending calls) and drops the socket. */
+  retire(): void {
+    this.cleanup('replaced by a reattached connection');
+    this.socket.terminate();
+  }
+
+  private handleClose(code: number, reason: string): void {
+    this.cleanup(reason || `socket closed with code ${code}`);
+    this.logger.info({ code, reason }, 'worker disconnected');
+  }
+
+  private cleanup(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.deps.hub.remove(this);
+    const failed = this.pending.failAll((functionId) =>
+      engineFailure('WORKER_DISCONNECTED', `worker serving ${functionId} disconnected (${reason})`),
+    );
+    if (failed > 0) this.logger.warn({ failed }, 'invocations pending on a disconnected worker failed');
+  }
+}

@@ -1,0 +1,116 @@
+import type { OwnerSnapshot, FunctionRecord, TriggerRecord } from '../routing/registrations.js';
+import type { SnapshotSource } from '../routing/route-table.js';
+import type { WorkerConnection } from './worker-connection.js';
+
+interface Owners {
+  connections: WorkerConnection[];
+  next: number;
+}
+
+/**
+ * The workers connected to this process and what they registered: the local side of the table.
+ * It answers "which local socket serves function X" for the invoker and builds this owner's snapshot
+ * for the route table (memoised by version, so a burst of registrations builds it once).
+ */
+export class WorkerHub implements SnapshotSource {
+  private readonly connections = new Map<string, WorkerConnection>();
+  private readonly owners = new Map<string, Owners>();
+  private version = 0;
+  private cached: OwnerSnapshot | undefined;
+  private seq = 0;
+  private readonly changeListeners = new Set<() => void>();
+
+  constructor(readonly ownerId: string) {}
+
+  get size(): number {
+    return this.connections.size;
+  }
+
+  all(): IterableIterator<WorkerConnection> {
+    return this.connections.values();
+  }
+
+  get(workerId: string): WorkerConnection | undefined {
+    return this.connections.get(workerId);
+  }
+
+  onChange(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  /** Orders trigger registrations made on this process. */
+  nextSeq(): number {
+    return ++this.seq;
+  }
+
+  add(connection: WorkerConnection): void {
+    this.connections.set(connection.id, connection);
+  }
+
+  /** Removes a connection and exactly what it registered; other connections' entries are untouched. */
+  remove(connection: WorkerConnection): void {
+    if (this.connections.get(connection.id) !== connection) return;
+    this.connections.delete(connection.id);
+    for (const functionId of connection.functions.keys()) this.unindex(functionId, connection);
+    if (connection.functions.size > 0 || connection.triggers.size > 0) this.changed();
+  }
+
+  functionAdded(connection: WorkerConnection, functionId: string): void {
+    let owners = this.owners.get(functionId);
+    if (owners === undefined) {
+      owners = { connections: [], next: 0 };
+      this.owners.set(functionId, owners);
+    }
+    if (!owners.connections.includes(connection)) owners.connections.push(connection);
+    this.changed();
+  }
+
+  functionRemoved(connection: WorkerConnection, functionId: string): void {
+    this.unindex(functionId, connection);
+    this.changed();
+  }
+
+  triggersChanged(): void {
+    this.changed();
+  }
+
+  /** A local connection serving the function, balanced round-robin over replicas. */
+  pickOwner(functionId: string): WorkerConnection | undefined {
+    const owners = this.owners.get(functionId);
+    if (owners === undefined) return undefined;
+    const list = owners.connections;
+    if (list.length === 1) return list[0];
+    const index = owners.next++ % list.length;
+    return list[index];
+  }
+
+  has(functionId: string): boolean {
+    return this.owners.has(functionId);
+  }
+
+  snapshot(): OwnerSnapshot {
+    if (this.cached !== undefined && this.cached.version === this.version) return this.cached;
+    const functions: FunctionRecord[] = [];
+    const triggers: TriggerRecord[] = [];
+    for (const connection of this.connections.values()) {
+      for (const fn of connection.functions.values()) functions.push(fn);
+      for (const trigger of connection.triggers.values()) triggers.push(trigger);
+    }
+    this.cached = { ownerId: this.ownerId, version: this.version, functions, triggers };
+    return this.cached;
+  }
+
+  private unindex(functionId: string, connection: WorkerConnection): void {
+    const owners = this.owners.get(functionId);
+    if (owners === undefined) return;
+    const index = owners.connections.indexOf(connection);
+    if (index >= 0) owners.connections.splice(index, 1);
+    if (owners.connections.length === 0) this.owners.delete(functionId);
+  }
+
+  private changed(): void {
+    this.version++;
+    for (const listener of this.changeListeners) listener();
+  }
+}

@@ -1,0 +1,176 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Real processes for integration tests: the built engine and iii-sdk workers. */
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const ENGINE_BIN = join(ROOT, 'bin', 'switchyard.js');
+export const FIXTURES = join(ROOT, 'test', 'fixtures', 'workers');
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+export class LineLog {
+  readonly lines: string[] = [];
+  private waiters: { test: (line: string) => boolean; resolve: (line: string) => void }[] = [];
+
+  push(chunk: string, carry: { rest: string }): void {
+    const text = carry.rest + chunk;
+    const parts = text.split('\n');
+    carry.rest = parts.pop() ?? '';
+    for (const line of parts) {
+      this.lines.push(line);
+      this.waiters = this.waiters.filter((w) => {
+        if (!w.test(line)) return true;
+        w.resolve(line);
+        return false;
+      });
+    }
+  }
+
+  /** Resolves with the first line (already seen or future) that passes `test`; rejects at the deadline. */
+  waitFor(test: (line: string) => boolean, timeoutMs = 10_000, what = 'log line'): Promise<string> {
+    const seen = this.lines.find(test);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise<string>((resolvePromise, reject) => {
+      const waiter = {
+        test,
+        resolve: (line: string) => {
+          clearTimeout(timer);
+          resolvePromise(line);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last lines:\n${this.lines.slice(-15).join('\n')}`));
+      }, timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+
+  /** Parsed JSON log lines (pino), non-JSON lines skipped. */
+  json(): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const line of this.lines) {
+      try {
+        out.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // not a JSON line
+      }
+    }
+    return out;
+  }
+}
+
+export interface ManagedProcess {
+  child: ChildProcess;
+  stdout: LineLog;
+  stderr: LineLog;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function spawnManaged(command: string, args: string[], env: NodeJS.ProcessEnv, cwd = ROOT): ManagedProcess {
+  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  const stdout = new LineLog();
+  const stderr = new LineLog();
+  const outCarry = { rest: '' };
+  const errCarry = { rest: '' };
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => stdout.push(d, outCarry));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => stderr.push(d, errCarry));
+  const exited = once(child, 'exit').then(([code, signal]) => {
+    live.delete(child);
+    return { code: code as number | null, signal: signal as NodeJS.Signals | null };
+  });
+  return { child, stdout, stderr, exited };
+}
+
+/** Sends a signal and waits for the exit, escalating to SIGKILL after `timeoutMs`. */
+export async function stopProcess(p: ManagedProcess, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 10_000) {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return p.exited;
+  p.child.kill(signal);
+  const timer = setTimeout(() => p.child.kill('SIGKILL'), timeoutMs);
+  const result = await p.exited;
+  clearTimeout(timer);
+  return result;
+}
+
+export interface EngineHandle extends ManagedProcess {
+  httpUrl: string;
+  workerUrl: string;
+  adminUrl: string;
+  ports: { http: number; workers: number; admin: number };
+  configPath: string;
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export interface EngineOptions {
+  /** RestApiModule config, merged over ports 0 on loopback. */
+  api?: Record<string, unknown>;
+  /** WorkerModule config. */
+  workers?: Record<string, unknown>;
+  /** Extra module entries appended to `modules`. */
+  modules?: { class: string; config?: Record<string, unknown> }[];
+  env?: NodeJS.ProcessEnv;
+  logLevel?: string;
+}
+
+/** Starts `switchyard --config <tmp>` on ephemeral loopback ports; resolves when it logs "switchyard ready". */
+export async function startEngine(options: EngineOptions = {}): Promise<EngineHandle> {
+  const dir = await mkdtemp(join(tmpdir(), 'switchyard-test-'));
+  const configPath = join(dir, 'config.json');
+  const config = {
+    modules: [
+      { class: 'modules::api::RestApiModule', config: { host: '127.0.0.1', port: 0, ...options.api } },
+      { class: 'modules::workers::WorkerModule', config: { host: '127.0.0.1', port: 0, ...options.workers } },
+      { class: 'modules::admin::AdminModule', config: { host: '127.0.0.1', port: 0 } },
+      ...(options.modules ?? []),
+    ],
+  };
+  await writeFile(configPath, JSON.stringify(config));
+  const p = spawnManaged(
+    process.execPath,
+    [ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
+    { ...process.env, ...options.env },
+  );
+  const exitedEarly = p.exited.then((r) => {
+    throw new Error(`engine exited before ready (${JSON.stringify(r)}):\n${p.stderr.lines.join('\n')}\n${p.stdout.lines.slice(-10).join('\n')}`);
+  });
+  const readyLine = await Promise.race([
+    p.stdout.waitFor((l) => l.includes('"switchyard ready"'), 15_000, 'engine ready'),
+    exitedEarly,
+  ]);
+  exitedEarly.catch(() => undefined);
+  const ready = JSON.parse(readyLine) as { http: number; workers: number; admin: number };
+  void p.exited.then(() => rm(dir, { recursive: true, force: true }));
+  return {
+    ...p,
+    ports: { http: ready.http, workers: ready.workers, admin: ready.admin },
+    httpUrl: `http://127.0.0.1:${ready.http}`,
+    workerUrl: `ws://127.0.0.1:${ready.workers}`,
+    adminUrl: `http://127.0.0.1:${ready.admin}`,
+    configPath,
+    stop: (signal = 'SIGTERM') => stopProcess(p, signal),
+  };
+}
+
+export interface WorkerHandle extends ManagedProcess {
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `test/fixtures/workers/<name>.mjs` (a real iii-sdk worker) against `workerUrl`. */
+export function startWorker(name: string, workerUrl: string, env: NodeJS.ProcessEnv = {}): WorkerHandle {
+  const p = spawnManaged(process.execPath, [join(FIXTURES, `${name}.mjs`)], {
+    ...process.env,
+    OTEL_ENABLED: 'false',
+    III_URL: workerUrl,
+    ...env,
+  });
+  return { ...p, stop: (signal = 'SIGTERM') => stopProcess(p, signal, 5000) };
+}

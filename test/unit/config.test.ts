@@ -1,0 +1,647 @@
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { substituteEnv } from '../../src/config/env.js';
+import { ConfigError, defaultConfig, loadConfigFile, loadConfigText, parseConfig } from '../../src/config/load.js';
+import type { ConfigIssue } from '../../src/config/load.js';
+import type { EngineConfig } from '../../src/config/types.js';
+
+const API = 'modules::api::RestApiModule';
+const ADMIN = 'modules::admin::AdminModule';
+const WORKERS = 'modules::workers::WorkerModule';
+const CLUSTER = 'modules::cluster::ClusterModule';
+
+const apiPath = (index = 0) => `modules[${index}](${API})`;
+
+function configError(run: () => unknown): ConfigError {
+  try {
+    run();
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error('expected a ConfigError, nothing was thrown');
+}
+
+function issuesOf(input: unknown): ConfigIssue[] {
+  return configError(() => parseConfig(input)).issues;
+}
+
+function withModule(moduleClass: string, config: unknown): unknown {
+  return { modules: [{ class: moduleClass, config }] };
+}
+
+const DEFAULTS: EngineConfig = {
+  api: {
+    port: 3111,
+    host: '0.0.0.0',
+    defaultTimeoutMs: 30000,
+    concurrencyRequestLimit: 1024,
+    bodyLimitBytes: 1048576,
+    trustProxy: false,
+    requestIdHeader: 'x-request-id',
+    ignoreTrailingSlash: false,
+    middleware: [],
+  },
+  admin: { host: '127.0.0.1', port: 9464 },
+  workers: { host: '0.0.0.0', port: 49134, maxFrameBytes: 16777216 },
+  cluster: { processes: 1, heartbeatMs: 1000, leaseMs: 5000 },
+  skippedModules: [],
+};
+
+describe('defaults', () => {
+  it('defaultConfig() has every documented default and no unset optional keys', () => {
+    const config = defaultConfig();
+    expect(config).toStrictEqual(DEFAULTS);
+    expect(Object.keys(config.api)).not.toContain('cors');
+    expect(Object.keys(config.api)).not.toContain('notFoundFunction');
+    expect(Object.keys(config.workers)).not.toContain('authToken');
+    expect(Object.keys(config.cluster)).toEqual(['processes', 'heartbeatMs', 'leaseMs']);
+  });
+
+  it('an empty object, empty module list and null module config all give the defaults', () => {
+    expect(parseConfig({})).toStrictEqual(DEFAULTS);
+    expect(parseConfig({ modules: [] })).toStrictEqual(DEFAULTS);
+    expect(parseConfig({ port: null, modules: null })).toStrictEqual(DEFAULTS);
+    expect(
+      parseConfig({ modules: [{ class: API, config: null }, { class: ADMIN }, { class: WORKERS, config: {} }, { class: CLUSTER }] }),
+    ).toStrictEqual(DEFAULTS);
+  });
+
+  it('an empty YAML file gives the defaults', () => {
+    expect(loadConfigText('', 'yaml', {})).toStrictEqual(DEFAULTS);
+    expect(loadConfigText('# nothing configured yet\n', 'yaml', {})).toStrictEqual(DEFAULTS);
+  });
+
+  it('a document that is not an object is rejected', () => {
+    expect(issuesOf([])).toEqual([{ path: '(root)', message: 'expected an object with the keys port and modules, got array' }]);
+    expect(issuesOf('port: 1')).toEqual([{ path: '(root)', message: 'expected an object with the keys port and modules, got string' }]);
+    expect(configError(() => loadConfigText('42', 'yaml', {})).issues).toEqual([
+      { path: '(root)', message: 'expected an object with the keys port and modules, got number' },
+    ]);
+  });
+});
+
+describe('RestApiModule', () => {
+  it('accepts every field and maps it to camelCase', () => {
+    const config = parseConfig(
+      withModule(API, {
+        port: 8080,
+        host: '127.0.0.1',
+        default_timeout: 5000,
+        concurrency_request_limit: 10,
+        cors: { allowed_origins: ['https://app.example.com', '*'], allowed_methods: ['get', 'Post', 'DELETE'] },
+        body_limit: 0,
+        trust_proxy: true,
+        request_id_header: 'X-Correlation-ID',
+        ignore_trailing_slash: true,
+        not_found_function: 'fallback::handler',
+        middleware: [
+          { function_id: 'auth', phase: 'onRequest', priority: -5 },
+          { function_id: 'log', phase: 'onResponse' },
+          { function_id: 'timing', phase: 'onTimeout', priority: 2.5 },
+        ],
+      }),
+    );
+    expect(config.api).toStrictEqual({
+      port: 8080,
+      host: '127.0.0.1',
+      defaultTimeoutMs: 5000,
+      concurrencyRequestLimit: 10,
+      cors: { allowedOrigins: ['https://app.example.com', '*'], allowedMethods: ['GET', 'POST', 'DELETE'] },
+      bodyLimitBytes: 0,
+      trustProxy: true,
+      requestIdHeader: 'x-correlation-id',
+      ignoreTrailingSlash: true,
+      notFoundFunction: 'fallback::handler',
+      middleware: [
+        { functionId: 'auth', phase: 'onRequest', priority: -5 },
+        { functionId: 'log', phase: 'onResponse', priority: 0 },
+        { functionId: 'timing', phase: 'onTimeout', priority: 2.5 },
+      ],
+    });
+    expect(config.admin).toStrictEqual(DEFAULTS.admin);
+    expect(config.workers).toStrictEqual(DEFAULTS.workers);
+  });
+
+  it('accepts port 0 (ephemeral) and the bounds themselves', () => {
+    const config = parseConfig(withModule(API, { port: 0, default_timeout: 2147483647, concurrency_request_limit: 1 }));
+    expect(config.api.port).toBe(0);
+    expect(config.api.defaultTimeoutMs).toBe(2147483647);
+    expect(config.api.concurrencyRequestLimit).toBe(1);
+    expect(parseConfig(withModule(API, { port: 65535 })).api.port).toBe(65535);
+  });
+
+  it('accepts cors with empty lists', () => {
+    expect(parseConfig(withModule(API, { cors: { allowed_origins: [], allowed_methods: [] } })).api.cors).toStrictEqual({
+      allowedOrigins: [],
+      allowedMethods: [],
+    });
+  });
+
+  const PHASES = '"onRequest", "preHandler", "postHandler", "onResponse", "onError", "onTimeout"';
+  const invalid: [string, Record<string, unknown>, string, string][] = [
+    ['port above range', { port: 65536 }, 'port', 'must be at most 65535'],
+    ['negative port', { port: -1 }, 'port', 'must be at least 0'],
+    ['port as text', { port: 'http' }, 'port', 'expected an integer, got string'],
+    ['quoted port', { port: '3111' }, 'port', 'expected an integer, got the string "3111" (write numbers without quotes)'],
+    ['fractional port', { port: 80.5 }, 'port', 'expected an integer, got 80.5'],
+    ['empty host', { host: '' }, 'host', 'must not be empty'],
+    ['host as number', { host: 127 }, 'host', 'expected a string, got 127'],
+    ['zero timeout', { default_timeout: 0 }, 'default_timeout', 'must be at least 1'],
+    ['timeout beyond timers', { default_timeout: 2147483648 }, 'default_timeout', 'must be at most 2147483647'],
+    ['zero concurrency', { concurrency_request_limit: 0 }, 'concurrency_request_limit', 'must be at least 1'],
+    ['negative body limit', { body_limit: -1 }, 'body_limit', 'must be at least 0'],
+    ['body limit as text', { body_limit: '1mb' }, 'body_limit', 'expected an integer, got string'],
+    ['trust_proxy as text', { trust_proxy: 'yes' }, 'trust_proxy', 'expected a boolean (true or false), got string'],
+    ['header with a space', { request_id_header: 'x request id' }, 'request_id_header', 'must be a valid HTTP header name'],
+    ['empty header', { request_id_header: '' }, 'request_id_header', 'must be a valid HTTP header name'],
+    ['ignore_trailing_slash as number', { ignore_trailing_slash: 1 }, 'ignore_trailing_slash', 'expected a boolean (true or false), got 1'],
+    ['empty not_found_function', { not_found_function: '' }, 'not_found_function', 'must not be empty'],
+    ['cors as text', { cors: '*' }, 'cors', 'expected an object, got string'],
+    ['cors without methods', { cors: { allowed_origins: ['*'] } }, 'cors.allowed_methods', 'is required'],
+    ['cors origins as text', { cors: { allowed_origins: '*', allowed_methods: [] } }, 'cors.allowed_origins', 'expected a list, got string'],
+    ['empty cors origin', { cors: { allowed_origins: [''], allowed_methods: [] } }, 'cors.allowed_origins[0]', 'must not be empty'],
+    ['bad cors method', { cors: { allowed_origins: [], allowed_methods: ['GET', 'NOT A METHOD'] } }, 'cors.allowed_methods[1]', 'must be an HTTP method name'],
+    ['middleware as object', { middleware: {} }, 'middleware', 'expected a list, got object'],
+    ['middleware without function', { middleware: [{ phase: 'onRequest' }] }, 'middleware[0].function_id', 'is required'],
+    ['middleware with unknown phase', { middleware: [{ function_id: 'a', phase: 'beforeAll' }] }, 'middleware[0].phase', `must be one of ${PHASES}`],
+    ['middleware priority as text', { middleware: [{ function_id: 'a', phase: 'onError', priority: 'high' }] }, 'middleware[0].priority', 'expected a number, got string'],
+  ];
+
+  it.each(invalid)('reports %s with its path', (_name, config, key, message) => {
+    expect(issuesOf(withModule(API, config))).toEqual([{ path: `${apiPath()}.config.${key}`, message }]);
+  });
+
+  it('rejects a non-finite priority', () => {
+    const yaml = `modules:\n  - class: ${API}\n    config:\n      middleware:\n        - { function_id: a, phase: onRequest, priority: .inf }\n`;
+    expect(configError(() => loadConfigText(yaml, 'yaml', {})).issues).toEqual([
+      { path: `${apiPath()}.config.middleware[0].priority`, message: 'expected a number, got Infinity' },
+    ]);
+  });
+
+  it('rejects a config that is not an object', () => {
+    expect(issuesOf(withModule(API, [1]))).toEqual([{ path: `${apiPath()}.config`, message: 'expected an object, got array' }]);
+  });
+});
+
+describe('other modules', () => {
+  it('maps AdminModule and WorkerModule fields', () => {
+    const config = parseConfig({
+      modules: [
+        { class: ADMIN, config: { host: '0.0.0.0', port: 0 } },
+        { class: WORKERS, config: { host: '127.0.0.1', port: 0, max_frame_bytes: 1024, auth_token: 's3cret' } },
+      ],
+    });
+    expect(config.admin).toStrictEqual({ host: '0.0.0.0', port: 0 });
+    expect(config.workers).toStrictEqual({ host: '127.0.0.1', port: 0, maxFrameBytes: 1024, authToken: 's3cret' });
+  });
+
+  it('maps ClusterModule fields, empty strings meaning unset', () => {
+    const config = parseConfig(
+      withModule(CLUSTER, {
+        processes: 1,
+        redis_url: '',
+        node_id: 'host-a',
+        advertise_host: '10.0.0.5',
+        forward_port: 0,
+        secret: 'shared',
+        heartbeat_ms: 250,
+        lease_ms: 251,
+      }),
+    );
+    expect(config.cluster).toStrictEqual({
+      processes: 1,
+      nodeId: 'host-a',
+      advertiseHost: '10.0.0.5',
+      forwardPort: 0,
+      secret: 'shared',
+      heartbeatMs: 250,
+      leaseMs: 251,
+    });
+    expect(parseConfig(withModule(CLUSTER, { node_id: '', secret: '' })).cluster).toStrictEqual(DEFAULTS.cluster);
+  });
+
+  const invalid: [string, string, Record<string, unknown>, string, string][] = [
+    ['admin port', ADMIN, { port: 99999 }, 'port', 'must be at most 65535'],
+    ['admin host', ADMIN, { host: '' }, 'host', 'must not be empty'],
+    ['worker frame size', WORKERS, { max_frame_bytes: 1023 }, 'max_frame_bytes', 'must be at least 1024'],
+    ['empty worker token', WORKERS, { auth_token: '' }, 'auth_token', 'must not be empty'],
+    ['worker port', WORKERS, { port: 'ws' }, 'port', 'expected an integer, got string'],
+    ['zero processes', CLUSTER, { processes: 0 }, 'processes', 'must be at least 1'],
+    ['forward port', CLUSTER, { forward_port: 70000 }, 'forward_port', 'must be at most 65535'],
+    ['zero heartbeat', CLUSTER, { heartbeat_ms: 0 }, 'heartbeat_ms', 'must be at least 1'],
+    ['lease equal to heartbeat', CLUSTER, { heartbeat_ms: 1000, lease_ms: 1000 }, 'lease_ms', 'must be greater than heartbeat_ms'],
+    ['lease below default heartbeat', CLUSTER, { lease_ms: 500 }, 'lease_ms', 'must be greater than heartbeat_ms'],
+  ];
+
+  it.each(invalid)('reports an invalid %s with its path', (_name, moduleClass, config, key, message) => {
+    expect(issuesOf(withModule(moduleClass, config))).toEqual([{ path: `modules[0](${moduleClass}).config.${key}`, message }]);
+  });
+});
+
+describe('clustering in this version', () => {
+  it('accepts processes: 1', () => {
+    expect(parseConfig(withModule(CLUSTER, { processes: 1 })).cluster.processes).toBe(1);
+  });
+
+  it('rejects processes other than 1 with a clear message', () => {
+    expect(issuesOf(withModule(CLUSTER, { processes: 2 }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.processes`, message: 'clustering is not available in this version; processes must be 1' },
+    ]);
+  });
+
+  it('rejects a redis_url, accepts an empty or null one', () => {
+    expect(issuesOf(withModule(CLUSTER, { redis_url: 'redis://localhost:6379' }))).toEqual([
+      {
+        path: `modules[0](${CLUSTER}).config.redis_url`,
+        message: 'clustering is not available in this version; redis_url must be unset or empty',
+      },
+    ]);
+    expect(parseConfig(withModule(CLUSTER, { redis_url: '' })).cluster).toStrictEqual(DEFAULTS.cluster);
+    expect(parseConfig(withModule(CLUSTER, { redis_url: null })).cluster).toStrictEqual(DEFAULTS.cluster);
+  });
+
+  it('reports the clustering checks together with the lease check', () => {
+    expect(issuesOf(withModule(CLUSTER, { processes: 4, redis_url: 'redis://r', lease_ms: 10 }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.processes`, message: 'clustering is not available in this version; processes must be 1' },
+      { path: `modules[0](${CLUSTER}).config.redis_url`, message: 'clustering is not available in this version; redis_url must be unset or empty' },
+      { path: `modules[0](${CLUSTER}).config.lease_ms`, message: 'must be greater than heartbeat_ms' },
+    ]);
+  });
+});
+
+describe('several problems at once', () => {
+  it('reports every issue, across the top level and modules, in one error', () => {
+    const err = configError(() =>
+      parseConfig({
+        port: 'x',
+        modules: [
+          { class: API, config: { port: 70000, body_limit: -1, cors: { allowed_origins: ['*'] } } },
+          { class: ADMIN, config: { host: '' } },
+          { class: CLUSTER, config: { processes: 3 } },
+        ],
+      }),
+    );
+    expect(err.code).toBe('CONFIG_INVALID');
+    expect(err.issues).toEqual([
+      { path: 'port', message: 'expected an integer, got string' },
+      { path: `${apiPath(0)}.config.port`, message: 'must be at most 65535' },
+      { path: `${apiPath(0)}.config.cors.allowed_methods`, message: 'is required' },
+      { path: `${apiPath(0)}.config.body_limit`, message: 'must be at least 0' },
+      { path: `modules[1](${ADMIN}).config.host`, message: 'must not be empty' },
+      { path: `modules[2](${CLUSTER}).config.processes`, message: 'clustering is not available in this version; processes must be 1' },
+    ]);
+    expect(err.message).toBe(
+      [
+        'Invalid configuration (6 issues):',
+        '  port: expected an integer, got string',
+        `  ${apiPath(0)}.config.port: must be at most 65535`,
+        `  ${apiPath(0)}.config.cors.allowed_methods: is required`,
+        `  ${apiPath(0)}.config.body_limit: must be at least 0`,
+        `  modules[1](${ADMIN}).config.host: must not be empty`,
+        `  modules[2](${CLUSTER}).config.processes: clustering is not available in this version; processes must be 1`,
+      ].join('\n'),
+    );
+  });
+});
+
+describe('unknown keys', () => {
+  it('names an unknown top-level key', () => {
+    expect(issuesOf({ port: 49134, ports: [1] })).toEqual([{ path: 'ports', message: 'unknown key; allowed keys are port, modules' }]);
+  });
+
+  it('names an unknown module config key and suggests the snake_case spelling', () => {
+    expect(issuesOf(withModule(API, { bodyLimit: 10, verbose: true }))).toEqual([
+      { path: `${apiPath()}.config.bodyLimit`, message: 'unknown key; did you mean "body_limit"?' },
+      {
+        path: `${apiPath()}.config.verbose`,
+        message:
+          'unknown key; allowed keys are port, host, default_timeout, concurrency_request_limit, cors, body_limit, trust_proxy, request_id_header, ignore_trailing_slash, not_found_function, middleware',
+      },
+    ]);
+  });
+
+  it('names an unknown key inside cors and inside a middleware entry', () => {
+    expect(
+      issuesOf(
+        withModule(API, {
+          cors: { allowed_origins: ['*'], allowed_methods: ['GET'], allowed_headers: ['x-a'] },
+          middleware: [{ function_id: 'a', phase: 'onRequest', scope: '/x' }],
+        }),
+      ),
+    ).toEqual([
+      { path: `${apiPath()}.config.cors.allowed_headers`, message: 'unknown key; allowed keys are allowed_origins, allowed_methods' },
+      { path: `${apiPath()}.config.middleware[0].scope`, message: 'unknown key; allowed keys are function_id, phase, priority' },
+    ]);
+  });
+
+  it('names an unknown key in a module entry and a missing class', () => {
+    expect(issuesOf({ modules: [{ class: API, options: {} }, { config: {} }] })).toEqual([
+      { path: `${apiPath(0)}.options`, message: 'unknown key; allowed keys are class, config' },
+      { path: 'modules[1].class', message: 'is required' },
+    ]);
+  });
+
+  it('reports malformed module entries', () => {
+    expect(issuesOf({ modules: [{ class: 5 }, 7, { class: '' }, { class: API, config: 'port=1' }] })).toEqual([
+      { path: 'modules[0].class', message: 'expected a string, got 5' },
+      { path: 'modules[1]', message: 'expected an object, got 7' },
+      { path: 'modules[2].class', message: 'must not be empty' },
+      { path: `${apiPath(3)}.config`, message: 'expected an object, got string' },
+    ]);
+    expect(issuesOf({ modules: { class: API } })).toEqual([{ path: 'modules', message: 'expected a list, got object' }]);
+  });
+
+  it('keeps a __proto__ key as a key and reports it', () => {
+    expect(configError(() => loadConfigText('{"__proto__": {"port": 1}}', 'json', {})).issues).toEqual([
+      { path: '__proto__', message: 'unknown key; allowed keys are port, modules' },
+    ]);
+  });
+
+  it('names a key that is not a plain identifier', () => {
+    expect(issuesOf(withModule(ADMIN, { 'bind-address': 'x' }))).toEqual([
+      { path: `modules[0](${ADMIN}).config["bind-address"]`, message: 'unknown key; allowed keys are host, port' },
+    ]);
+  });
+});
+
+describe('module list', () => {
+  it('skips unknown module classes and lists each once', () => {
+    const config = parseConfig({
+      modules: [
+        { class: 'modules::stream::StreamModule', config: { port: 3112, host: '0.0.0.0', anything: { goes: true } } },
+        { class: API, config: { port: 4000 } },
+        { class: 'modules::queue::QueueModule' },
+        { class: 'modules::stream::StreamModule', config: null },
+      ],
+    });
+    expect(config.api.port).toBe(4000);
+    expect(config.skippedModules).toEqual(['modules::stream::StreamModule', 'modules::queue::QueueModule']);
+  });
+
+  it('rejects a known module class configured twice', () => {
+    expect(issuesOf({ modules: [{ class: API }, { class: ADMIN }, { class: API, config: { port: 1 } }] })).toEqual([
+      { path: apiPath(2), message: `duplicate module; ${API} is already configured at ${apiPath(0)}` },
+    ]);
+  });
+});
+
+describe('worker port', () => {
+  it('uses the top-level port when the WorkerModule has none', () => {
+    expect(parseConfig({ port: 50000 }).workers.port).toBe(50000);
+    expect(parseConfig({ port: 50000, modules: [{ class: WORKERS, config: { host: '::' } }] }).workers).toStrictEqual({
+      host: '::',
+      port: 50000,
+      maxFrameBytes: 16777216,
+    });
+  });
+
+  it('uses the WorkerModule port when the top level has none', () => {
+    expect(parseConfig(withModule(WORKERS, { port: 50001 })).workers.port).toBe(50001);
+  });
+
+  it('accepts the same port in both places', () => {
+    expect(parseConfig({ port: 50002, modules: [{ class: WORKERS, config: { port: 50002 } }] }).workers.port).toBe(50002);
+  });
+
+  it('rejects two different ports, naming both', () => {
+    expect(issuesOf({ port: 49134, modules: [{ class: API }, { class: WORKERS, config: { port: 50000 } }] })).toEqual([
+      {
+        path: `modules[1](${WORKERS}).config.port`,
+        message: 'is 50000 but the top-level port is 49134; set the worker port in only one place, or the same value in both',
+      },
+    ]);
+  });
+});
+
+describe('substituteEnv', () => {
+  it('replaces set variables and defaults', () => {
+    expect(substituteEnv('a: ${A}\nb: ${B:fallback}\nc: ${C:}\nd: ${D:x}', { A: 'one', D: '' })).toBe(
+      'a: one\nb: fallback\nc: \nd: ',
+    );
+  });
+
+  it('keeps colons in defaults and leaves other dollar signs alone', () => {
+    expect(substituteEnv('url: ${URL:redis://localhost:6379}\nprice: $5 and ${not closed', {})).toBe(
+      'url: redis://localhost:6379\nprice: $5 and ${not closed',
+    );
+  });
+
+  it('reports every missing variable at once, with the lines that use it', () => {
+    const err = configError(() => substituteEnv('a: ${ALPHA}\nb: ${BETA}\nc: ${ALPHA}\nd: ${GAMMA:ok}', {}));
+    expect(err.code).toBe('CONFIG_INVALID');
+    expect(err.issues).toEqual([
+      {
+        path: '${ALPHA}',
+        message: 'environment variable ALPHA is not set and the reference has no default (lines 1, 3); set it or write ${ALPHA:default}',
+      },
+      {
+        path: '${BETA}',
+        message: 'environment variable BETA is not set and the reference has no default (line 2); set it or write ${BETA:default}',
+      },
+    ]);
+  });
+
+  it('substitutes before parsing, so numbers stay numbers', () => {
+    const yaml = [
+      'port: ${WORKER_PORT:49134}',
+      'modules:',
+      '  - class: modules::api::RestApiModule',
+      '    config:',
+      '      port: ${PORT:3111}',
+      '      trust_proxy: ${TRUST:false}',
+      '      not_found_function: "${NOT_FOUND}"',
+      '  - class: modules::cluster::ClusterModule',
+      '    config:',
+      '      redis_url: ${REDIS_URL:}',
+      '      node_id: "${NODE_ID:}"',
+    ].join('\n');
+    const config = loadConfigText(yaml, 'yaml', { PORT: '8080', TRUST: 'true', NOT_FOUND: 'fallback' });
+    expect(config.api.port).toBe(8080);
+    expect(config.api.trustProxy).toBe(true);
+    expect(config.api.notFoundFunction).toBe('fallback');
+    expect(config.workers.port).toBe(49134);
+    expect(config.cluster).toStrictEqual(DEFAULTS.cluster);
+
+    const clustered = configError(() => loadConfigText(yaml, 'yaml', { NOT_FOUND: 'f', REDIS_URL: 'redis://r:6379' }));
+    expect(clustered.issues).toEqual([
+      { path: `modules[1](${CLUSTER}).config.redis_url`, message: 'clustering is not available in this version; redis_url must be unset or empty' },
+    ]);
+  });
+
+  it('fails loading when a variable without default is unset', () => {
+    const err = configError(() => loadConfigText('port: ${WORKER_PORT}\nmodules: ${MODULES}\n', 'yaml', {}));
+    expect(err.issues.map((issue) => issue.path)).toEqual(['${WORKER_PORT}', '${MODULES}']);
+  });
+});
+
+describe('formats', () => {
+  const yaml = `
+port: 49200
+modules:
+  - class: modules::api::RestApiModule
+    config:
+      port: 3200
+      cors:
+        allowed_origins: ["https://a.example"]
+        allowed_methods: [get]
+      middleware:
+        - function_id: auth
+          phase: preHandler
+          priority: 1
+  - class: modules::admin::AdminModule
+    config: { port: 0 }
+`;
+  const json = JSON.stringify({
+    port: 49200,
+    modules: [
+      {
+        class: API,
+        config: {
+          port: 3200,
+          cors: { allowed_origins: ['https://a.example'], allowed_methods: ['get'] },
+          middleware: [{ function_id: 'auth', phase: 'preHandler', priority: 1 }],
+        },
+      },
+      { class: ADMIN, config: { port: 0 } },
+    ],
+  });
+
+  it('reads the same config from YAML and JSON', () => {
+    const fromYaml = loadConfigText(yaml, 'yaml', {});
+    expect(fromYaml).toStrictEqual(loadConfigText(json, 'json', {}));
+    expect(fromYaml.api.port).toBe(3200);
+    expect(fromYaml.api.cors).toStrictEqual({ allowedOrigins: ['https://a.example'], allowedMethods: ['GET'] });
+    expect(fromYaml.api.middleware).toStrictEqual([{ functionId: 'auth', phase: 'preHandler', priority: 1 }]);
+    expect(fromYaml.admin.port).toBe(0);
+    expect(fromYaml.workers.port).toBe(49200);
+  });
+
+  it('strips a byte order mark', () => {
+    expect(loadConfigText(`\uFEFF${json}`, 'json', {}).api.port).toBe(3200);
+  });
+
+  it('reports YAML syntax errors with their line', () => {
+    expect(configError(() => loadConfigText('port: 1\nport: 2\n', 'yaml', {})).issues).toEqual([
+      { path: 'line 2, column 1', message: 'YAML syntax error: Map keys must be unique' },
+    ]);
+    const err = configError(() => loadConfigText('modules:\n  - class: [a\nport: 1\n', 'yaml', {}));
+    expect(err.code).toBe('CONFIG_INVALID');
+    expect(err.issues[0]?.path).toMatch(/^line \d+, column \d+$/);
+  });
+
+  it('reports JSON syntax errors with their line when the parser gives a position', () => {
+    const err = configError(() => loadConfigText('{\n  "port": 1,\n}', 'json', {}));
+    expect(err.code).toBe('CONFIG_INVALID');
+    expect(err.issues).toHaveLength(1);
+    expect(err.issues[0]?.path).toBe('line 3, column 1');
+    expect(err.issues[0]?.message).toMatch(/^JSON syntax error: /);
+    expect(err.message).not.toContain('"port"');
+  });
+
+  it('reports an unresolved YAML alias', () => {
+    expect(configError(() => loadConfigText('port: *nowhere\n', 'yaml', {})).issues[0]?.path).toMatch(/^line 1|^\(yaml\)$/);
+  });
+});
+
+describe('frozen result', () => {
+  it('cannot be mutated, at any depth', () => {
+    const config = parseConfig(
+      withModule(API, {
+        cors: { allowed_origins: ['*'], allowed_methods: ['GET'] },
+        middleware: [{ function_id: 'a', phase: 'onRequest' }],
+      }),
+    );
+    expect(() => {
+      (config.api as { port: number }).port = 1;
+    }).toThrow(TypeError);
+    expect(() => {
+      (config as { admin: unknown }).admin = {};
+    }).toThrow(TypeError);
+    expect(() => (config.api.cors?.allowedOrigins as string[]).push('https://evil.example')).toThrow(TypeError);
+    expect(() => {
+      (config.api.middleware[0] as { priority: number }).priority = 9;
+    }).toThrow(TypeError);
+    expect(() => (config.skippedModules as string[]).push('x')).toThrow(TypeError);
+    expect(config.api.port).toBe(3111);
+    expect(Object.isFrozen(defaultConfig().cluster)).toBe(true);
+  });
+
+  it('does not share state between results', () => {
+    expect(defaultConfig()).not.toBe(defaultConfig());
+    expect(defaultConfig().api.middleware).not.toBe(defaultConfig().api.middleware);
+  });
+});
+
+describe('loadConfigFile', () => {
+  let dir: string;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'switchyard-config-'));
+  });
+
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('uses the built-in defaults when no path is given and there is no config.yaml', async () => {
+    await expect(loadConfigFile(undefined, {}, dir)).resolves.toStrictEqual({ config: DEFAULTS, source: 'defaults' });
+  });
+
+  it('uses ./config.yaml from the working directory when no path is given', async () => {
+    await writeFile(join(dir, 'config.yaml'), `modules:\n  - class: ${API}\n    config: { port: \${PORT} }\n`);
+    const { config, source } = await loadConfigFile(undefined, { PORT: '3999' }, dir);
+    expect(source).toBe(join(dir, 'config.yaml'));
+    expect(config.api.port).toBe(3999);
+  });
+
+  it('falls back to ./config.yml', async () => {
+    await writeFile(join(dir, 'config.yml'), 'port: 40001\n');
+    const { config, source } = await loadConfigFile(undefined, {}, dir);
+    expect(source).toBe(join(dir, 'config.yml'));
+    expect(config.workers.port).toBe(40001);
+  });
+
+  it('loads an explicit path relative to cwd, JSON by extension', async () => {
+    await mkdir(join(dir, 'conf'));
+    await writeFile(join(dir, 'conf', 'engine.json'), JSON.stringify({ modules: [{ class: ADMIN, config: { port: 9999 } }] }));
+    const { config, source } = await loadConfigFile('conf/engine.json', {}, dir);
+    expect(source).toBe(join(dir, 'conf', 'engine.json'));
+    expect(config.admin.port).toBe(9999);
+  });
+
+  it('loads an absolute path as YAML when the extension is not .json', async () => {
+    const file = join(dir, 'engine.conf');
+    await writeFile(file, 'port: 40002\n');
+    expect((await loadConfigFile(file, {}, '/')).config.workers.port).toBe(40002);
+  });
+
+  it('reports a missing explicit file as CONFIG_UNREADABLE', async () => {
+    const missing = join(dir, 'nope.yaml');
+    const err = await loadConfigFile('nope.yaml', {}, dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).code).toBe('CONFIG_UNREADABLE');
+    expect((err as ConfigError).issues).toEqual([{ path: missing, message: 'file does not exist' }]);
+    expect((err as ConfigError).message).toBe(`Configuration file could not be read:\n  ${missing}: file does not exist`);
+  });
+
+  it('reports a directory given as the config file as CONFIG_UNREADABLE', async () => {
+    const err = await loadConfigFile('.', {}, dir).catch((e: unknown) => e);
+    expect((err as ConfigError).code).toBe('CONFIG_UNREADABLE');
+    expect((err as ConfigError).issues).toEqual([{ path: dir, message: 'is a directory, not a file' }]);
+  });
+
+  it('names the file in the message of an invalid config', async () => {
+    const file = join(dir, 'config.yaml');
+    await writeFile(file, 'port: 70000\nextra: 1\n');
+    const err = await loadConfigFile(undefined, {}, dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).code).toBe('CONFIG_INVALID');
+    expect((err as ConfigError).source).toBe(file);
+    expect((err as ConfigError).message).toBe(
+      `Invalid configuration in ${file} (2 issues):\n  port: must be at most 65535\n  extra: unknown key; allowed keys are port, modules`,
+    );
+  });
+});
