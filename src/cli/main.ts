@@ -18,7 +18,7 @@ async function main(): Promise<void> {
     args = parseArgs(process.argv.slice(2));
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`switchyard: ${err.message}\n\n${USAGE}`);
+      process.stderr.write(`switchyard: ${err.code}: ${err.message}\n\n${USAGE}`);
       process.exit(2);
     }
     throw err;
@@ -40,7 +40,7 @@ async function main(): Promise<void> {
     loaded = await loadConfigFile(args.configPath, process.env, process.cwd());
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`switchyard: ${err.message}\n`);
+      process.stderr.write(`switchyard: ${err.code}: ${err.message}\n`);
       process.exit(1);
     }
     throw err;
@@ -79,6 +79,10 @@ async function main(): Promise<void> {
     const ports = await engine.start();
     logger.info({ ...ports, config: source, version: packageVersion() }, 'switchyard ready');
   } catch (err) {
+    const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };
+    if (listen.syscall === 'listen') {
+      process.stderr.write(`switchyard: LISTEN_FAILED: cannot bind ${listen.address ?? '?'}:${listen.port ?? '?'} (${listen.code ?? listen.message})\n`);
+    }
     logger.fatal({ err }, 'startup failed');
     logger.flush();
     process.exit(1);

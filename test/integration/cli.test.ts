@@ -1,0 +1,99 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, spawnManaged, stopProcess } from '../support/processes.js';
+import { http } from '../support/http.js';
+
+const BIN = join(ROOT, 'bin', 'switchyard.js');
+const run = (args: string[], cwd = ROOT, env: NodeJS.ProcessEnv = {}) =>
+  spawnManaged(process.execPath, [BIN, ...args], { ...process.env, ...env }, cwd);
+
+const LOOPBACK_EPHEMERAL = `
+port: 0
+modules:
+  - class: modules::api::RestApiModule
+    config: { host: 127.0.0.1, port: \${HTTP_PORT:0} }
+  - class: modules::workers::WorkerModule
+    config: { host: 127.0.0.1 }
+  - class: modules::admin::AdminModule
+    config: { host: 127.0.0.1, port: 0 }
+  - class: modules::stream::StreamModule
+    config: { port: 3112 }
+`;
+
+describe('switchyard command line', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'switchyard-cli-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('loads ./config.yaml from the working directory, warns about unknown module classes, exits 0 on SIGINT', async () => {
+    const cwd = join(dir, 'cwd');
+    await import('node:fs/promises').then((fs) => fs.mkdir(cwd, { recursive: true }));
+    await writeFile(join(cwd, 'config.yaml'), LOOPBACK_EPHEMERAL);
+    const p = run(['--log-level', 'info'], cwd);
+    const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'))) as Record<string, unknown>;
+    expect(ready.config).toMatch(/config\.yaml$/);
+    expect(p.stdout.json().some((l) => l.msg?.toString().includes('skipped') && l.moduleClass === 'modules::stream::StreamModule')).toBe(true);
+    const health = await http(`http://127.0.0.1:${String(ready.admin)}/healthz`);
+    expect(health.status).toBe(200);
+    const readiness = await http(`http://127.0.0.1:${String(ready.admin)}/readyz`);
+    expect(readiness.status).toBe(200);
+    expect(await stopProcess(p, 'SIGINT')).toEqual({ code: 0, signal: null });
+  });
+
+  it('reports every invalid value and unknown key with its path and exits 1', async () => {
+    const file = join(dir, 'bad.yaml');
+    await writeFile(
+      file,
+      `modules:
+  - class: modules::api::RestApiModule
+    config: { port: 99999, body_limit: -1, colour: blue }
+`,
+    );
+    const p = run(['--config', file]);
+    const { code } = await p.exited;
+    expect(code).toBe(1);
+    const stderr = p.stderr.lines.join('\n');
+    expect(stderr).toContain('CONFIG_INVALID');
+    expect(stderr).toContain('.config.port');
+    expect(stderr).toContain('.config.body_limit');
+    expect(stderr).toContain('colour');
+  });
+
+  it('exits 1 with CONFIG_UNREADABLE for a missing --config file', async () => {
+    const p = run(['--config', join(dir, 'nope.yaml')]);
+    expect((await p.exited).code).toBe(1);
+    expect(p.stderr.lines.join('\n')).toContain('CONFIG_UNREADABLE');
+  });
+
+  it('exits 2 with USAGE for an unknown argument, and prints help with --help', async () => {
+    const bad = run(['--frobnicate']);
+    expect((await bad.exited).code).toBe(2);
+    expect(bad.stderr.lines.join('\n')).toContain('USAGE');
+    const help = run(['--help']);
+    expect((await help.exited).code).toBe(0);
+    expect(help.stdout.lines.join('\n')).toContain('--config FILE');
+  });
+
+  it('exits 1 with LISTEN_FAILED when the HTTP port is taken', async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as AddressInfo).port;
+    try {
+      const file = join(dir, 'taken.yaml');
+      await writeFile(file, LOOPBACK_EPHEMERAL);
+      const p = run(['--config', file], ROOT, { HTTP_PORT: String(port) });
+      expect((await p.exited).code).toBe(1);
+      expect(p.stderr.lines.join('\n')).toContain('LISTEN_FAILED');
+    } finally {
+      blocker.close();
+    }
+  });
+});
