@@ -30,8 +30,14 @@ export function parseArgs(argv: readonly string[]): CliArgs {
     const inline = eq === -1 ? undefined : arg.slice(eq + 1);
     const value = (): string => {
       const v = inline ?? argv[++i];
-      if (v === undefined || v === '') throw new UsageError(`${flag} needs a value`);
+      // `--config --log-level` means the value is missing, not a file named "--log-level".
+      if (v === undefined || v === '' || (inline === undefined && v.startsWith('--'))) {
+        throw new UsageError(`${flag} needs a value`);
+      }
       return v;
+    };
+    const noValue = (): void => {
+      if (inline !== undefined) throw new UsageError(`${flag} takes no value`);
     };
     switch (flag) {
       case '--config':
@@ -46,9 +52,11 @@ export function parseArgs(argv: readonly string[]): CliArgs {
       }
       case '--help':
       case '-h':
+        noValue();
         args.help = true;
         break;
       case '--version':
+        noValue();
         args.version = true;
         break;
       default:

@@ -1,3 +1,4 @@
+import type { MiddlewarePhase } from '../config/types.js';
 import type { TriggerSpec } from './trigger-config.js';
 
 /**
@@ -35,4 +36,17 @@ export function compareRegistration(
   if (a.registeredAt !== b.registeredAt) return a.registeredAt - b.registeredAt;
   if (a.ownerId !== b.ownerId) return a.ownerId < b.ownerId ? -1 : 1;
   return a.seq - b.seq;
+}
+
+/** A middleware as the table serves it: from an `http_middleware` trigger or from the module config. */
+export interface MiddlewareBinding {
+  /** Trigger id, or `config:<index>` for a RestApiModule `middleware` entry. */
+  triggerId: string;
+  functionId: string;
+  ownerId: string;
+  phase: MiddlewarePhase;
+  scopePath?: string;
+  priority: number;
+  registeredAt: number;
+  seq: number;
 }

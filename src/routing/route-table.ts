@@ -1,6 +1,7 @@
-import type { MiddlewarePhase } from '../config/types.js';
+import type { MiddlewareConfig } from '../config/types.js';
+import { MiddlewareIndex } from '../middleware/scope-index.js';
 import type { PathPattern } from './path-pattern.js';
-import type { OwnerSnapshot, TriggerRecord } from './registrations.js';
+import type { MiddlewareBinding, OwnerSnapshot, TriggerRecord } from './registrations.js';
 import { compareRegistration } from './registrations.js';
 import { Router } from './router.js';
 
@@ -15,22 +16,12 @@ export interface HttpRoute {
   middlewareFunctionIds?: readonly string[];
 }
 
-export interface MiddlewareBinding {
-  triggerId: string;
-  functionId: string;
-  ownerId: string;
-  phase: MiddlewarePhase;
-  scopePath?: string;
-  priority: number;
-  registeredAt: number;
-  seq: number;
-}
-
 /** An immutable view of the whole table; a request keeps the one it started with. */
 export interface RoutingState {
   version: number;
   router: Router<HttpRoute>;
-  middleware: readonly MiddlewareBinding[];
+  /** Middleware selection by phase and path, built with the router. */
+  middleware: MiddlewareIndex;
   /** function id → owner ids that have at least one worker registering it. */
   functionOwners: ReadonlyMap<string, readonly string[]>;
 }
@@ -50,13 +41,31 @@ type Listener = (state: RoutingState) => void;
 export class RouteTable {
   private readonly remote = new Map<string, OwnerSnapshot>();
   private local: SnapshotSource | undefined;
-  private dirty = true;
+  private dirty = false;
   private scheduled = false;
   private state: RoutingState;
   private buildCount = 0;
   private readonly listeners = new Set<Listener>();
 
-  constructor(private readonly ignoreTrailingSlash: boolean) {
+  private readonly configMiddleware: readonly MiddlewareBinding[];
+
+  /**
+   * `configMiddleware` (RestApiModule `middleware`) applies to every route; it sorts before
+   * trigger-registered middleware of equal priority, in configuration order.
+   */
+  constructor(
+    private readonly ignoreTrailingSlash: boolean,
+    configMiddleware: readonly MiddlewareConfig[] = [],
+  ) {
+    this.configMiddleware = configMiddleware.map((entry, index) => ({
+      triggerId: `config:${index}`,
+      functionId: entry.functionId,
+      ownerId: 'config',
+      phase: entry.phase,
+      priority: entry.priority,
+      registeredAt: 0,
+      seq: index,
+    }));
     this.state = this.build();
   }
 
@@ -124,7 +133,7 @@ export class RouteTable {
     }
 
     const byShape = new Map<string, { trigger: TriggerRecord & { type: 'http' }; ownerId: string; live: boolean }>();
-    const middleware: MiddlewareBinding[] = [];
+    const middleware: MiddlewareBinding[] = [...this.configMiddleware];
     for (const snapshot of snapshots) {
       const ownerId = snapshot.ownerId;
       for (const trigger of snapshot.triggers) {
@@ -171,14 +180,11 @@ export class RouteTable {
       }
       routes.push(route);
     }
-    middleware.sort(
-      (a, b) => a.priority - b.priority || compareRegistration(a, b),
-    );
     this.buildCount++;
     return {
       version: this.buildCount,
       router: new Router(routes, this.ignoreTrailingSlash),
-      middleware,
+      middleware: new MiddlewareIndex(middleware, this.ignoreTrailingSlash),
       functionOwners,
     };
   }

@@ -19,6 +19,8 @@ export class PendingInvocations {
   }
 
   add(invocationId: string, functionId: string, timeoutMs: number): Promise<InvocationOutcome> {
+    // Ids are engine-made uuids; a repeat would orphan the first promise, so it is a bug, loudly.
+    if (this.entries.has(invocationId)) throw new Error(`invocation ${invocationId} is already pending`);
     return new Promise<InvocationOutcome>((resolve) => {
       const timer = setTimeout(() => {
         if (this.entries.delete(invocationId)) {

@@ -1,0 +1,65 @@
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { clientIp, flattenHeaders } from '../../src/http/api-request.js';
+
+function fakeRequest(headers: IncomingHttpHeaders, remoteAddress: string | undefined): IncomingMessage {
+  return { headers, socket: { remoteAddress } } as unknown as IncomingMessage;
+}
+
+describe('flattenHeaders', () => {
+  it('keeps single values, joins repeated ones with ", " and skips undefined', () => {
+    const out = flattenHeaders({
+      'content-type': 'application/json',
+      'set-cookie': ['a=1', 'b=2'],
+      'x-missing': undefined,
+    });
+    expect({ ...out }).toStrictEqual({ 'content-type': 'application/json', 'set-cookie': 'a=1, b=2' });
+    expect('x-missing' in out).toBe(false);
+  });
+
+  it('returns a null-prototype object so header names like __proto__ stay data', () => {
+    const headers = JSON.parse('{"__proto__":"x","constructor":"y"}') as IncomingHttpHeaders;
+    const out = flattenHeaders(headers);
+    expect(Object.getPrototypeOf(out)).toBeNull();
+    expect(Object.getOwnPropertyDescriptor(out, '__proto__')?.value).toBe('x');
+    expect(out.constructor).toBe('y');
+  });
+
+  it('returns an empty object for no headers', () => {
+    expect(Object.keys(flattenHeaders({}))).toEqual([]);
+  });
+});
+
+describe('clientIp', () => {
+  it('uses the socket peer without trust_proxy, ignoring X-Forwarded-For', () => {
+    expect(clientIp(fakeRequest({ 'x-forwarded-for': '203.0.113.7' }, '10.0.0.1'), false)).toBe('10.0.0.1');
+  });
+
+  it('strips the IPv4-mapped IPv6 prefix', () => {
+    expect(clientIp(fakeRequest({}, '::ffff:127.0.0.1'), false)).toBe('127.0.0.1');
+    expect(clientIp(fakeRequest({ 'x-forwarded-for': '::ffff:198.51.100.2' }, '10.0.0.1'), true)).toBe('198.51.100.2');
+    expect(clientIp(fakeRequest({}, '::1'), false)).toBe('::1');
+  });
+
+  it('answers an empty string when the socket has no address', () => {
+    expect(clientIp(fakeRequest({}, undefined), false)).toBe('');
+  });
+
+  it('with trust_proxy uses the left-most X-Forwarded-For entry, trimmed', () => {
+    expect(clientIp(fakeRequest({ 'x-forwarded-for': ' 203.0.113.7 , 10.0.0.2, 10.0.0.3' }, '10.0.0.1'), true)).toBe(
+      '203.0.113.7',
+    );
+    expect(clientIp(fakeRequest({ 'x-forwarded-for': '2001:db8::1' }, '10.0.0.1'), true)).toBe('2001:db8::1');
+  });
+
+  it('with trust_proxy uses the first of repeated X-Forwarded-For headers', () => {
+    const headers = { 'x-forwarded-for': ['198.51.100.1, 10.0.0.9', '192.0.2.1'] } as unknown as IncomingHttpHeaders;
+    expect(clientIp(fakeRequest(headers, '10.0.0.1'), true)).toBe('198.51.100.1');
+  });
+
+  it('with trust_proxy falls back to the socket when X-Forwarded-For is absent or empty', () => {
+    expect(clientIp(fakeRequest({}, '10.0.0.1'), true)).toBe('10.0.0.1');
+    expect(clientIp(fakeRequest({ 'x-forwarded-for': '' }, '10.0.0.1'), true)).toBe('10.0.0.1');
+    expect(clientIp(fakeRequest({ 'x-forwarded-for': ' , 1.2.3.4' }, '10.0.0.1'), true)).toBe('10.0.0.1');
+  });
+});

@@ -1,0 +1,841 @@
+import fc from 'fast-check';
+import { describe, expect, it, vi } from 'vitest';
+import type { PathPattern } from '../../src/routing/path-pattern.js';
+import { normalizeTrailingSlash, parsePathPattern, splitPath } from '../../src/routing/path-pattern.js';
+import type { FunctionRecord, OwnerSnapshot, TriggerRecord } from '../../src/routing/registrations.js';
+import { compareRegistration } from '../../src/routing/registrations.js';
+import type { RoutingState } from '../../src/routing/route-table.js';
+import { RouteTable } from '../../src/routing/route-table.js';
+import type { MatchResult, RouteTarget } from '../../src/routing/router.js';
+import { Router } from '../../src/routing/router.js';
+import { validateTrigger } from '../../src/routing/trigger-config.js';
+
+function pattern(source: string, ignoreTrailingSlash = false): PathPattern {
+  const parsed = parsePathPattern(source, ignoreTrailingSlash);
+  if (!parsed.ok) throw new Error(parsed.message);
+  return parsed.pattern;
+}
+
+interface TestRoute extends RouteTarget {
+  id: string;
+}
+
+function route(method: string, source: string, ignoreTrailingSlash = false): TestRoute {
+  return { id: `${method} ${source}`, method, pattern: pattern(source, ignoreTrailingSlash) };
+}
+
+function router(specs: [string, string][], ignoreTrailingSlash = false): Router<TestRoute> {
+  return new Router(
+    specs.map(([method, source]) => route(method, source, ignoreTrailingSlash)),
+    ignoreTrailingSlash,
+  );
+}
+
+/** `matched` → `[route id, params]`; otherwise the kind. */
+function outcome(result: MatchResult<TestRoute>): [string, Record<string, string>] | string {
+  return result.kind === 'matched' ? [result.match.route.id, { ...result.match.params }] : result.kind;
+}
+
+const nextTick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe('splitPath and normalizeTrailingSlash', () => {
+  it('splits after the leading slash', () => {
+    expect(splitPath('/')).toEqual(['']);
+    expect(splitPath('/a/b')).toEqual(['a', 'b']);
+    expect(splitPath('/a/')).toEqual(['a', '']);
+    expect(splitPath('/a//b')).toEqual(['a', '', 'b']);
+  });
+
+  it('drops trailing slashes only when asked, never the root', () => {
+    expect(normalizeTrailingSlash('/a/', false)).toBe('/a/');
+    expect(normalizeTrailingSlash('/a/', true)).toBe('/a');
+    expect(normalizeTrailingSlash('/a///', true)).toBe('/a');
+    expect(normalizeTrailingSlash('/', true)).toBe('/');
+    expect(normalizeTrailingSlash('//', true)).toBe('/');
+    expect(normalizeTrailingSlash('/a', true)).toBe('/a');
+  });
+});
+
+describe('parsePathPattern', () => {
+  it('parses static and parameter segments', () => {
+    expect(parsePathPattern('/users/:id/posts', false)).toStrictEqual({
+      ok: true,
+      pattern: {
+        source: '/users/:id/posts',
+        segments: [
+          { kind: 'static', value: 'users' },
+          { kind: 'param', name: 'id' },
+          { kind: 'static', value: 'posts' },
+        ],
+        paramNames: ['id'],
+        shapeKey: '/users/:/posts',
+      },
+    });
+  });
+
+  it('parses the root as one empty static segment', () => {
+    expect(pattern('/')).toStrictEqual({
+      source: '/',
+      segments: [{ kind: 'static', value: '' }],
+      paramNames: [],
+      shapeKey: '/',
+    });
+  });
+
+  it('accepts parameter names made of letters, digits and underscores, not starting with a digit', () => {
+    expect(pattern('/:a/:_b/:C9/:snake_case').paramNames).toEqual(['a', '_b', 'C9', 'snake_case']);
+  });
+
+  it('percent-decodes static segments', () => {
+    expect(pattern('/a%20b/%C3%A9').segments).toEqual([
+      { kind: 'static', value: 'a b' },
+      { kind: 'static', value: 'é' },
+    ]);
+  });
+
+  it('gives two patterns of one shape the same key regardless of parameter names', () => {
+    expect(pattern('/a/:x/c').shapeKey).toBe(pattern('/a/:y/c').shapeKey);
+    expect(pattern('/a/:x/c').shapeKey).not.toBe(pattern('/a/:x/d').shapeKey);
+    expect(pattern('/%61').shapeKey).toBe(pattern('/a').shapeKey);
+  });
+
+  it('keeps a literal ":" (from %3A) apart from a parameter', () => {
+    expect(pattern('/%3A').segments).toEqual([{ kind: 'static', value: ':' }]);
+    expect(pattern('/%3A').shapeKey).not.toBe(pattern('/:x').shapeKey);
+  });
+
+  it('keeps an encoded slash (one segment) apart from a real one (two segments)', () => {
+    expect(pattern('/a%2Fb').segments).toEqual([{ kind: 'static', value: 'a/b' }]);
+    expect(pattern('/a%2Fb').shapeKey).not.toBe(pattern('/a/b').shapeKey);
+    expect(pattern('/a%2F:x').shapeKey).not.toBe(pattern('/a/:x').shapeKey);
+  });
+
+  it('keeps a trailing slash distinct unless ignoreTrailingSlash', () => {
+    expect(pattern('/a/').segments).toEqual([
+      { kind: 'static', value: 'a' },
+      { kind: 'static', value: '' },
+    ]);
+    expect(pattern('/a/').shapeKey).not.toBe(pattern('/a').shapeKey);
+    const ignored = pattern('/a/', true);
+    expect(ignored.source).toBe('/a/');
+    expect(ignored.segments).toEqual([{ kind: 'static', value: 'a' }]);
+    expect(ignored.shapeKey).toBe(pattern('/a', true).shapeKey);
+  });
+
+  it('rejects invalid patterns with a message', () => {
+    const cases: [string, string][] = [
+      ['users', 'api_path must be a string starting with "/"'],
+      ['', 'api_path must be a string starting with "/"'],
+      ['/a?b=1', 'api_path must not contain "?" or "#"'],
+      ['/a#frag', 'api_path must not contain "?" or "#"'],
+      ['/a b', 'api_path must not contain whitespace'],
+      ['/a\tb', 'api_path must not contain whitespace'],
+      ['/a\nb', 'api_path must not contain whitespace'],
+      ['/:', 'invalid parameter segment ":" in api_path'],
+      ['/:1a', 'invalid parameter segment ":1a" in api_path'],
+      ['/:a-b', 'invalid parameter segment ":a-b" in api_path'],
+      ['/::a', 'invalid parameter segment "::a" in api_path'],
+      ['/:a/x/:a', 'duplicate parameter "a" in api_path'],
+      ['/%zz', 'invalid percent-encoding in api_path segment "%zz"'],
+      ['/100%', 'invalid percent-encoding in api_path segment "100%"'],
+    ];
+    for (const [source, message] of cases) {
+      expect(parsePathPattern(source, false), source).toStrictEqual({ ok: false, message });
+    }
+    expect(parsePathPattern(42 as unknown as string, false)).toStrictEqual({
+      ok: false,
+      message: 'api_path must be a string starting with "/"',
+    });
+  });
+});
+
+describe('Router', () => {
+  it('matches static routes and reports size', () => {
+    const r = router([
+      ['GET', '/'],
+      ['GET', '/health'],
+      ['POST', '/health'],
+    ]);
+    expect(r.size).toBe(3);
+    expect(outcome(r.match('GET', '/'))).toEqual(['GET /', {}]);
+    expect(outcome(r.match('GET', '/health'))).toEqual(['GET /health', {}]);
+    expect(outcome(r.match('POST', '/health'))).toEqual(['POST /health', {}]);
+    expect(outcome(r.match('GET', '/nope'))).toBe('not_found');
+  });
+
+  it('prefers a static segment over a parameter', () => {
+    const r = router([
+      ['GET', '/users/:id'],
+      ['GET', '/users/me'],
+    ]);
+    expect(outcome(r.match('GET', '/users/me'))).toEqual(['GET /users/me', {}]);
+    expect(outcome(r.match('GET', '/users/42'))).toEqual(['GET /users/:id', { id: '42' }]);
+  });
+
+  it('backtracks into the parameter branch when the static branch dead-ends', () => {
+    const r = router([
+      ['GET', '/users/me'],
+      ['GET', '/users/:id/posts'],
+      ['GET', '/a/b/c'],
+      ['GET', '/a/:x/d'],
+      ['GET', '/:p/b/e'],
+    ]);
+    expect(outcome(r.match('GET', '/users/me/posts'))).toEqual(['GET /users/:id/posts', { id: 'me' }]);
+    expect(outcome(r.match('GET', '/a/b/c'))).toEqual(['GET /a/b/c', {}]);
+    expect(outcome(r.match('GET', '/a/b/d'))).toEqual(['GET /a/:x/d', { x: 'b' }]);
+    expect(outcome(r.match('GET', '/a/b/e'))).toEqual(['GET /:p/b/e', { p: 'a' }]);
+    expect(outcome(r.match('GET', '/a/b/f'))).toBe('not_found');
+  });
+
+  it('backtracks when the static branch has the path but not the method', () => {
+    const r = router([
+      ['POST', '/users/me'],
+      ['GET', '/users/:id'],
+    ]);
+    expect(outcome(r.match('GET', '/users/me'))).toEqual(['GET /users/:id', { id: 'me' }]);
+    expect(outcome(r.match('POST', '/users/me'))).toEqual(['POST /users/me', {}]);
+    expect(outcome(r.match('POST', '/users/42'))).toBe('not_found');
+  });
+
+  it('does not leak values from an abandoned branch into params', () => {
+    const r = router([
+      ['GET', '/:a/:b/x'],
+      ['GET', '/:c/y/z'],
+    ]);
+    expect(outcome(r.match('GET', '/1/y/z'))).toEqual(['GET /:c/y/z', { c: '1' }]);
+    expect(outcome(r.match('GET', '/1/2/x'))).toEqual(['GET /:a/:b/x', { a: '1', b: '2' }]);
+  });
+
+  it('percent-decodes params and static segments', () => {
+    const r = router([
+      ['GET', '/users/:id'],
+      ['GET', '/files/a b'.replace(' ', '%20')],
+    ]);
+    expect(outcome(r.match('GET', '/users/a%20b'))).toEqual(['GET /users/:id', { id: 'a b' }]);
+    expect(outcome(r.match('GET', '/users/a%2Fb'))).toEqual(['GET /users/:id', { id: 'a/b' }]);
+    expect(outcome(r.match('GET', '/users/%C3%A9t%C3%A9'))).toEqual(['GET /users/:id', { id: 'été' }]);
+    expect(outcome(r.match('GET', '/%75sers/7'))).toEqual(['GET /users/:id', { id: '7' }]);
+    expect(outcome(r.match('GET', '/files/a%20b'))).toEqual(['GET /files/a%20b', {}]);
+  });
+
+  it('matches an encoded-slash static segment only against an encoded slash', () => {
+    const r = router([['GET', '/a%2Fb']]);
+    expect(outcome(r.match('GET', '/a%2Fb'))).toEqual(['GET /a%2Fb', {}]);
+    expect(outcome(r.match('GET', '/a/b'))).toBe('not_found');
+  });
+
+  it('reports invalid percent-encoding as invalid_path', () => {
+    const r = router([['GET', '/users/:id']]);
+    expect(r.match('GET', '/users/%zz')).toStrictEqual({ kind: 'invalid_path' });
+    expect(r.match('GET', '/users/%E0%A4%A')).toStrictEqual({ kind: 'invalid_path' });
+    expect(r.match('GET', '/users/%')).toStrictEqual({ kind: 'invalid_path' });
+    expect(r.match('GET', '/other/%FF')).toStrictEqual({ kind: 'invalid_path' });
+  });
+
+  it('keeps a parameter named __proto__ as plain data', () => {
+    const r = router([['GET', '/x/:__proto__']]);
+    const result = r.match('GET', '/x/value');
+    expect(result.kind).toBe('matched');
+    if (result.kind !== 'matched') return;
+    expect(Object.keys(result.match.params)).toEqual(['__proto__']);
+    expect(Object.getOwnPropertyDescriptor(result.match.params, '__proto__')?.value).toBe('value');
+    expect(JSON.stringify(result.match.params)).toBe('{"__proto__":"value"}');
+  });
+
+  it('keeps trailing slashes distinct by default', () => {
+    const r = router([
+      ['GET', '/a'],
+      ['GET', '/b/'],
+    ]);
+    expect(outcome(r.match('GET', '/a'))).toEqual(['GET /a', {}]);
+    expect(outcome(r.match('GET', '/a/'))).toBe('not_found');
+    expect(outcome(r.match('GET', '/b/'))).toEqual(['GET /b/', {}]);
+    expect(outcome(r.match('GET', '/b'))).toBe('not_found');
+  });
+
+  it('treats a trailing slash as the same route with ignoreTrailingSlash', () => {
+    const r = router(
+      [
+        ['GET', '/a'],
+        ['GET', '/b/'],
+        ['GET', '/c/:id'],
+        ['GET', '/'],
+      ],
+      true,
+    );
+    expect(outcome(r.match('GET', '/a'))).toEqual(['GET /a', {}]);
+    expect(outcome(r.match('GET', '/a/'))).toEqual(['GET /a', {}]);
+    expect(outcome(r.match('GET', '/a//'))).toEqual(['GET /a', {}]);
+    expect(outcome(r.match('GET', '/b'))).toEqual(['GET /b/', {}]);
+    expect(outcome(r.match('GET', '/b/'))).toEqual(['GET /b/', {}]);
+    expect(outcome(r.match('GET', '/c/1/'))).toEqual(['GET /c/:id', { id: '1' }]);
+    expect(outcome(r.match('GET', '/'))).toEqual(['GET /', {}]);
+  });
+
+  it('falls back from HEAD to GET, prefers an explicit HEAD route, and does not fall back for other methods', () => {
+    const r = router([
+      ['GET', '/a'],
+      ['GET', '/b'],
+      ['HEAD', '/b'],
+      ['POST', '/c'],
+    ]);
+    expect(outcome(r.match('HEAD', '/a'))).toEqual(['GET /a', {}]);
+    expect(outcome(r.match('HEAD', '/b'))).toEqual(['HEAD /b', {}]);
+    expect(outcome(r.match('HEAD', '/c'))).toBe('not_found');
+    expect(outcome(r.match('OPTIONS', '/a'))).toBe('not_found');
+    expect(outcome(r.match('POST', '/a'))).toBe('not_found');
+  });
+
+  it('HEAD fallback starts from fresh params', () => {
+    const r = router([
+      ['HEAD', '/:a/x'],
+      ['GET', '/:b/y'],
+    ]);
+    expect(outcome(r.match('HEAD', '/1/y'))).toEqual(['GET /:b/y', { b: '1' }]);
+  });
+
+  it('answers not_found for a method with no route (no 405)', () => {
+    const r = router([['POST', '/items']]);
+    expect(r.match('GET', '/items')).toStrictEqual({ kind: 'not_found' });
+    expect(r.match('post', '/items')).toStrictEqual({ kind: 'not_found' });
+  });
+
+  it('never matches an empty segment with a parameter', () => {
+    const r = router([
+      ['GET', '/users/:id'],
+      ['GET', '/a/:x/b'],
+      ['GET', '/:only'],
+    ]);
+    expect(outcome(r.match('GET', '/users/'))).toBe('not_found');
+    expect(outcome(r.match('GET', '/a//b'))).toBe('not_found');
+    expect(outcome(r.match('GET', '/'))).toBe('not_found');
+    expect(outcome(r.match('GET', '/users//'))).toBe('not_found');
+  });
+
+  it('an empty router matches nothing', () => {
+    const r = new Router<TestRoute>([], false);
+    expect(r.size).toBe(0);
+    expect(r.match('GET', '/')).toStrictEqual({ kind: 'not_found' });
+  });
+
+  describe('property: agrees with a brute-force reference matcher', () => {
+    const STATICS = ['a', 'b', 'c', 'x%20y'] as const;
+    const PATH_SEGMENTS = ['a', 'b', 'c', 'd', '', 'x%20y', 'x y', 'b%61'] as const;
+    const METHODS = ['GET', 'POST', 'HEAD'] as const;
+
+    type Kind = { static: string } | 'param';
+    const routeSpec = fc.record({
+      method: fc.constantFrom(...METHODS),
+      kinds: fc.array(fc.oneof(fc.constantFrom(...STATICS).map((s): Kind => ({ static: s })), fc.constant<Kind>('param')), {
+        maxLength: 4,
+      }),
+    });
+
+    const sourceOf = (kinds: readonly Kind[]): string =>
+      '/' + kinds.map((k, i) => (k === 'param' ? `:p${i}` : k.static)).join('/');
+
+    /** Brute force: every same-method route whose segments match; static-before-param order decides. */
+    function reference(
+      routes: { method: string; kinds: readonly Kind[] }[],
+      method: string,
+      path: string,
+      ignoreTrailingSlash: boolean,
+    ): [string, Record<string, string>] | 'not_found' {
+      const normalized = ignoreTrailingSlash ? path.replace(/\/+$/, '') || '/' : path;
+      const segments = normalized.slice(1).split('/').map((s) => decodeURIComponent(s));
+      const attempt = (m: string): [string, Record<string, string>] | undefined => {
+        const candidates = routes
+          .filter((r) => r.method === m)
+          .map((r) => {
+            const patternSegs = r.kinds.length === 0 ? [{ static: '' }] : r.kinds;
+            return { r, patternSegs };
+          })
+          .filter(
+            ({ patternSegs }) =>
+              patternSegs.length === segments.length &&
+              patternSegs.every((k, i) =>
+                k === 'param' ? (segments[i] ?? '').length > 0 : decodeURIComponent(k.static) === segments[i],
+              ),
+          )
+          .map(({ r, patternSegs }) => ({ r, rank: patternSegs.map((k) => (k === 'param' ? '1' : '0')).join('') }))
+          .sort((x, y) => (x.rank < y.rank ? -1 : x.rank > y.rank ? 1 : 0));
+        const best = candidates[0];
+        if (best === undefined) return undefined;
+        const params: Record<string, string> = {};
+        best.r.kinds.forEach((k, i) => {
+          if (k === 'param') params[`p${i}`] = segments[i] as string;
+        });
+        return [`${best.r.method} ${sourceOf(best.r.kinds)}`, params];
+      };
+      return attempt(method) ?? (method === 'HEAD' ? attempt('GET') : undefined) ?? 'not_found';
+    }
+
+    for (const ignoreTrailingSlash of [false, true]) {
+      it(`ignoreTrailingSlash=${String(ignoreTrailingSlash)}`, () => {
+        const routeSet = fc.uniqueArray(routeSpec, {
+          maxLength: 25,
+          // The table hands the router one binding per method and shape.
+          selector: (r) => `${r.method} ${r.kinds.map((k) => (k === 'param' ? ':' : decodeURIComponent(k.static))).join('/')}`,
+        });
+        const request = fc.record({
+          method: fc.constantFrom(...METHODS),
+          segments: fc.array(fc.constantFrom(...PATH_SEGMENTS), { maxLength: 5 }),
+        });
+        fc.assert(
+          fc.property(routeSet, fc.array(request, { minLength: 1, maxLength: 20 }), (routes, requests) => {
+            const r = router(
+              routes.map((spec) => [spec.method, sourceOf(spec.kinds)]),
+              ignoreTrailingSlash,
+            );
+            for (const { method, segments } of requests) {
+              const path = '/' + segments.join('/');
+              expect(outcome(r.match(method, path)), `${method} ${path}`).toEqual(
+                reference(routes, method, path, ignoreTrailingSlash),
+              );
+            }
+          }),
+          { numRuns: 400 },
+        );
+      });
+    }
+  });
+});
+
+// ---- RouteTable ----------------------------------------------------------------------------------
+
+function httpTrigger(
+  id: string,
+  functionId: string,
+  method: string,
+  apiPath: string,
+  registeredAt: number,
+  options: { seq?: number; config?: Record<string, unknown>; ignoreTrailingSlash?: boolean } = {},
+): TriggerRecord {
+  const validated = validateTrigger(
+    'http',
+    { api_path: apiPath, http_method: method, ...options.config },
+    options.ignoreTrailingSlash ?? false,
+  );
+  if (!validated.ok) throw new Error(validated.message);
+  return { ...validated.spec, id, functionId, workerId: 'w', registeredAt, seq: options.seq ?? 0 };
+}
+
+function middlewareTrigger(
+  id: string,
+  functionId: string,
+  config: Record<string, unknown>,
+  registeredAt: number,
+  seq = 0,
+): TriggerRecord {
+  const validated = validateTrigger('http_middleware', config, false);
+  if (!validated.ok) throw new Error(validated.message);
+  return { ...validated.spec, id, functionId, workerId: 'w', registeredAt, seq };
+}
+
+function snapshot(
+  ownerId: string,
+  version: number,
+  functions: string[],
+  triggers: TriggerRecord[],
+): OwnerSnapshot {
+  const records: FunctionRecord[] = functions.map((id) => ({ id, workerId: 'w' }));
+  return { ownerId, version, functions: records, triggers };
+}
+
+/** Route served for `method path`: `functionId` or the match kind. */
+function served(state: RoutingState, method: string, path: string): string {
+  const result = state.router.match(method, path);
+  return result.kind === 'matched' ? result.match.route.functionId : result.kind;
+}
+
+describe('compareRegistration', () => {
+  it('orders by registeredAt, then ownerId, then seq', () => {
+    expect(compareRegistration({ registeredAt: 1, seq: 9, ownerId: 'z' }, { registeredAt: 2, seq: 0, ownerId: 'a' })).toBeLessThan(0);
+    expect(compareRegistration({ registeredAt: 2, seq: 0, ownerId: 'a' }, { registeredAt: 2, seq: 0, ownerId: 'b' })).toBe(-1);
+    expect(compareRegistration({ registeredAt: 2, seq: 0, ownerId: 'b' }, { registeredAt: 2, seq: 0, ownerId: 'a' })).toBe(1);
+    expect(compareRegistration({ registeredAt: 2, seq: 3, ownerId: 'a' }, { registeredAt: 2, seq: 1, ownerId: 'a' })).toBeGreaterThan(0);
+    expect(compareRegistration({ registeredAt: 2, seq: 1, ownerId: 'a' }, { registeredAt: 2, seq: 1, ownerId: 'a' })).toBe(0);
+  });
+});
+
+describe('RouteTable', () => {
+  it('starts empty', () => {
+    const state = new RouteTable(false).current();
+    expect(state.router.size).toBe(0);
+    expect(state.middleware.ordered).toEqual([]);
+    expect(state.functionOwners.size).toBe(0);
+  });
+
+  it('builds routes with their binding details; optional details are absent when unset', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p1', 1, ['api::get', 'api::post'], [
+        httpTrigger('t1', 'api::get', 'get', '/users/:id', 1),
+        httpTrigger('t2', 'api::post', 'POST', '/users', 2, {
+          config: { condition_function_id: 'api::allowed', middleware_function_ids: ['mw::a', 'mw::b'] },
+        }),
+      ]),
+    );
+    const state = table.current();
+    expect(state.router.size).toBe(2);
+    const get = state.router.match('GET', '/users/42');
+    expect(get.kind).toBe('matched');
+    if (get.kind !== 'matched') return;
+    expect(get.match.params).toEqual({ id: '42' });
+    const { pattern: getPattern, ...getRoute } = get.match.route;
+    expect(getRoute).toStrictEqual({ method: 'GET', triggerId: 't1', functionId: 'api::get', ownerId: 'p1' });
+    expect(getPattern.source).toBe('/users/:id');
+
+    const post = state.router.match('POST', '/users');
+    if (post.kind !== 'matched') throw new Error('expected a match');
+    const { pattern: _p, ...postRoute } = post.match.route;
+    expect(postRoute).toStrictEqual({
+      method: 'POST',
+      triggerId: 't2',
+      functionId: 'api::post',
+      ownerId: 'p1',
+      conditionFunctionId: 'api::allowed',
+      middlewareFunctionIds: ['mw::a', 'mw::b'],
+    });
+  });
+
+  it('records which owners serve each function', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f', 'g', 'f'], []));
+    table.applySnapshot(snapshot('p2', 1, ['f'], []));
+    const owners = table.current().functionOwners;
+    expect(owners.get('f')).toEqual(['p1', 'p2']);
+    expect(owners.get('g')).toEqual(['p1']);
+    expect(owners.has('h')).toBe(false);
+  });
+
+  it('applies only newer snapshot versions per owner', () => {
+    const table = new RouteTable(false);
+    expect(table.applySnapshot(snapshot('p1', 2, ['f2'], [httpTrigger('t', 'f2', 'GET', '/v', 1)]))).toBe(true);
+    expect(table.applySnapshot(snapshot('p1', 1, ['f1'], [httpTrigger('t', 'f1', 'GET', '/v', 1)]))).toBe(false);
+    expect(table.applySnapshot(snapshot('p1', 2, ['f1'], [httpTrigger('t', 'f1', 'GET', '/v', 1)]))).toBe(false);
+    expect(served(table.current(), 'GET', '/v')).toBe('f2');
+    expect(table.applySnapshot(snapshot('p1', 3, ['f3'], [httpTrigger('t', 'f3', 'GET', '/v', 1)]))).toBe(true);
+    expect(served(table.current(), 'GET', '/v')).toBe('f3');
+    // Versions are per owner: another owner's version 1 is new.
+    expect(table.applySnapshot(snapshot('p2', 1, [], []))).toBe(true);
+  });
+
+  it('removeOwner drops an owner and reports whether it was held', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('t', 'f', 'GET', '/a', 1)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('f');
+    expect(table.removeOwner('p1')).toBe(true);
+    expect(table.removeOwner('p1')).toBe(false);
+    expect(table.removeOwner('never')).toBe(false);
+    const state = table.current();
+    expect(served(state, 'GET', '/a')).toBe('not_found');
+    expect(state.functionOwners.has('f')).toBe(false);
+    // After removal, any version from that owner is accepted again.
+    expect(table.applySnapshot(snapshot('p1', 1, [], []))).toBe(true);
+  });
+
+  it('the newest live binding of one method and path wins, whichever owner arrives first', () => {
+    for (const order of [
+      ['p1', 'p2'],
+      ['p2', 'p1'],
+    ] as const) {
+      const table = new RouteTable(false);
+      const snaps = {
+        p1: snapshot('p1', 1, ['old'], [httpTrigger('t1', 'old', 'GET', '/a', 100)]),
+        p2: snapshot('p2', 1, ['new'], [httpTrigger('t2', 'new', 'GET', '/a', 200)]),
+      };
+      for (const owner of order) table.applySnapshot(snaps[owner]);
+      expect(served(table.current(), 'GET', '/a')).toBe('new');
+      expect(table.current().router.size).toBe(1);
+    }
+  });
+
+  it('breaks registeredAt ties by owner id, then seq', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('b', 1, ['fb'], [httpTrigger('t1', 'fb', 'GET', '/a', 100)]));
+    table.applySnapshot(snapshot('a', 1, ['fa'], [httpTrigger('t2', 'fa', 'GET', '/a', 100, { seq: 99 })]));
+    expect(served(table.current(), 'GET', '/a')).toBe('fb');
+
+    const single = new RouteTable(false);
+    single.applySnapshot(
+      snapshot('p', 1, ['f1', 'f2'], [
+        httpTrigger('t2', 'f2', 'GET', '/a', 100, { seq: 2 }),
+        httpTrigger('t1', 'f1', 'GET', '/a', 100, { seq: 1 }),
+      ]),
+    );
+    expect(served(single.current(), 'GET', '/a')).toBe('f2');
+  });
+
+  it('treats /a/:x and /a/:y as one binding: the newest wins and names the params', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p', 1, ['fx', 'fy'], [
+        httpTrigger('t1', 'fx', 'GET', '/a/:x', 1),
+        httpTrigger('t2', 'fy', 'GET', '/a/:y', 2),
+      ]),
+    );
+    const state = table.current();
+    expect(state.router.size).toBe(1);
+    const result = state.router.match('GET', '/a/1');
+    if (result.kind !== 'matched') throw new Error('expected a match');
+    expect(result.match.route.functionId).toBe('fy');
+    expect(result.match.params).toEqual({ y: '1' });
+    expect(result.match.route.pattern.source).toBe('/a/:y');
+  });
+
+  it('keeps different methods on one path, and different shapes, as separate routes', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p', 1, ['get', 'post', 'static'], [
+        httpTrigger('t1', 'get', 'GET', '/a/:x', 1),
+        httpTrigger('t2', 'post', 'POST', '/a/:x', 2),
+        httpTrigger('t3', 'static', 'GET', '/a/b', 3),
+      ]),
+    );
+    const state = table.current();
+    expect(state.router.size).toBe(3);
+    expect(served(state, 'GET', '/a/1')).toBe('get');
+    expect(served(state, 'POST', '/a/1')).toBe('post');
+    expect(served(state, 'GET', '/a/b')).toBe('static');
+  });
+
+  it('keeps /a%2Fb and /a/b as separate routes', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p', 1, ['enc', 'plain'], [
+        httpTrigger('t1', 'enc', 'GET', '/a%2Fb', 1),
+        httpTrigger('t2', 'plain', 'GET', '/a/b', 2),
+      ]),
+    );
+    const state = table.current();
+    expect(state.router.size).toBe(2);
+    expect(served(state, 'GET', '/a%2Fb')).toBe('enc');
+    expect(served(state, 'GET', '/a/b')).toBe('plain');
+  });
+
+  it('a dead binding loses to an older live one, and wins when it is alone', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['live'], [httpTrigger('t1', 'live', 'GET', '/a', 1)]));
+    table.applySnapshot(snapshot('p2', 1, [], [httpTrigger('t2', 'dead', 'GET', '/a', 2)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('live');
+
+    table.removeOwner('p1');
+    expect(served(table.current(), 'GET', '/a')).toBe('dead');
+
+    // Liveness is global: a function registered by any owner makes the binding live.
+    table.applySnapshot(snapshot('p1', 2, ['dead', 'live'], [httpTrigger('t1', 'live', 'GET', '/a', 1)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('dead');
+  });
+
+  it('among dead bindings the newest wins', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p', 1, [], [httpTrigger('t1', 'd1', 'GET', '/a', 2), httpTrigger('t2', 'd2', 'GET', '/a', 1)]),
+    );
+    expect(served(table.current(), 'GET', '/a')).toBe('d1');
+  });
+
+  it('the older binding serves again when the newest goes away', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['old'], [httpTrigger('t1', 'old', 'GET', '/a', 1)]));
+    table.applySnapshot(snapshot('p2', 1, ['new'], [httpTrigger('t2', 'new', 'GET', '/a', 2)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('new');
+
+    // The newest owner's worker unregisters the function: its binding is dead, the old one serves.
+    table.applySnapshot(snapshot('p2', 2, [], [httpTrigger('t2', 'new', 'GET', '/a', 2)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('old');
+
+    table.applySnapshot(snapshot('p2', 3, ['new'], [httpTrigger('t2', 'new', 'GET', '/a', 2)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('new');
+
+    table.removeOwner('p2');
+    expect(served(table.current(), 'GET', '/a')).toBe('old');
+  });
+
+  it('sorts middleware by priority, then registration order; ties keep registration order', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p2', 1, ['m'], [
+        middlewareTrigger('late-0', 'm', { phase: 'preHandler' }, 30),
+        middlewareTrigger('early-10', 'm', { phase: 'preHandler', priority: 10 }, 5),
+      ]),
+    );
+    table.applySnapshot(
+      snapshot('p1', 1, ['m'], [
+        middlewareTrigger('mid-0-seq2', 'm', { phase: 'onRequest' }, 20, 2),
+        middlewareTrigger('mid-0-seq1', 'm', { phase: 'onRequest' }, 20, 1),
+        middlewareTrigger('neg', 'm', { phase: 'onRequest', priority: -5 }, 40),
+        middlewareTrigger('late-10', 'm', { phase: 'preHandler', priority: 10 }, 50),
+        middlewareTrigger('first-0', 'm', { phase: 'onError' }, 10),
+      ]),
+    );
+    const ids = table.current().middleware.ordered.map((m) => m.triggerId);
+    expect(ids).toEqual(['neg', 'first-0', 'mid-0-seq1', 'mid-0-seq2', 'late-0', 'early-10', 'late-10']);
+  });
+
+  it('builds middleware bindings with scope only when set', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p', 1, ['m'], [
+        middlewareTrigger('t1', 'mw::auth', { phase: 'preHandler', scope: { path: '/api/*' }, priority: 10 }, 1, 4),
+        middlewareTrigger('t2', 'mw::log', { phase: 'onResponse' }, 2),
+        httpTrigger('t3', 'm', 'GET', '/a', 3),
+      ]),
+    );
+    const state = table.current();
+    expect(state.router.size).toBe(1);
+    expect(state.middleware.ordered).toStrictEqual([
+      {
+        triggerId: 't2',
+        functionId: 'mw::log',
+        ownerId: 'p',
+        phase: 'onResponse',
+        priority: 0,
+        registeredAt: 2,
+        seq: 0,
+      },
+      {
+        triggerId: 't1',
+        functionId: 'mw::auth',
+        ownerId: 'p',
+        phase: 'preHandler',
+        scopePath: '/api/*',
+        priority: 10,
+        registeredAt: 1,
+        seq: 4,
+      },
+    ]);
+  });
+
+  it('pulls the local source on rebuild and merges it with remote owners', () => {
+    const table = new RouteTable(false);
+    let local = snapshot('local', 1, ['lf'], [httpTrigger('t1', 'lf', 'GET', '/local', 1)]);
+    const source = { ownerId: 'local', snapshot: vi.fn(() => local) };
+    table.setLocalSource(source);
+    table.applySnapshot(snapshot('remote', 1, ['rf'], [httpTrigger('t2', 'rf', 'GET', '/remote', 1)]));
+    const state = table.current();
+    expect(served(state, 'GET', '/local')).toBe('lf');
+    expect(served(state, 'GET', '/remote')).toBe('rf');
+    expect(state.functionOwners.get('lf')).toEqual(['local']);
+
+    // A change is seen only after markChanged.
+    local = snapshot('local', 2, ['lf2'], [httpTrigger('t1', 'lf2', 'GET', '/local', 1)]);
+    expect(served(table.current(), 'GET', '/local')).toBe('lf');
+    const callsBefore = source.snapshot.mock.calls.length;
+    table.markChanged();
+    table.markChanged();
+    table.markChanged();
+    expect(source.snapshot.mock.calls.length).toBe(callsBefore);
+    expect(served(table.current(), 'GET', '/local')).toBe('lf2');
+    expect(served(table.current(), 'GET', '/local')).toBe('lf2');
+    expect(source.snapshot.mock.calls.length).toBe(callsBefore + 1);
+  });
+
+  it('returns the same state object while nothing changes', () => {
+    const table = new RouteTable(false);
+    const first = table.current();
+    expect(table.current()).toBe(first);
+    table.markChanged();
+    const second = table.current();
+    expect(second).not.toBe(first);
+    expect(second.version).toBeGreaterThan(first.version);
+    expect(table.current()).toBe(second);
+  });
+
+  it('rebuilds lazily: a burst of changes costs one rebuild, delivered on the next turn', async () => {
+    const table = new RouteTable(false);
+    table.current();
+    const listener = vi.fn<(state: RoutingState) => void>();
+    table.onChange(listener);
+    const versionBefore = table.current().version;
+
+    for (let i = 0; i < 20; i++) {
+      table.applySnapshot(snapshot(`p${i}`, 1, [`f${i}`], [httpTrigger(`t${i}`, `f${i}`, 'GET', `/r${i}`, i)]));
+    }
+    table.markChanged();
+    table.removeOwner('p0');
+    expect(listener).toHaveBeenCalledTimes(0);
+
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(1);
+    const state = listener.mock.calls[0]?.[0];
+    expect(state?.version).toBe(versionBefore + 1);
+    expect(state?.router.size).toBe(19);
+    expect(table.current()).toBe(state);
+
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(1);
+  });
+
+  it('a read right after a change rebuilds once; the scheduled rebuild then has nothing to do', async () => {
+    const table = new RouteTable(false);
+    table.current();
+    const listener = vi.fn<(state: RoutingState) => void>();
+    table.onChange(listener);
+    table.applySnapshot(snapshot('p', 1, ['f'], [httpTrigger('t', 'f', 'GET', '/a', 1)]));
+    table.applySnapshot(snapshot('p', 2, ['f'], [httpTrigger('t', 'f', 'GET', '/b', 1)]));
+    expect(served(table.current(), 'GET', '/b')).toBe('f');
+    expect(listener).toHaveBeenCalledTimes(1);
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(1);
+
+    // Rejected snapshots and removal of unknown owners do not rebuild.
+    table.applySnapshot(snapshot('p', 1, [], []));
+    table.removeOwner('unknown');
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(1);
+  });
+
+  it('onChange returns an unsubscribe function', async () => {
+    const table = new RouteTable(false);
+    const listener = vi.fn<(state: RoutingState) => void>();
+    const unsubscribe = table.onChange(listener);
+    table.markChanged();
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(1);
+    unsubscribe();
+    table.markChanged();
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(1);
+  });
+
+  it('uses its trailing-slash mode for matching', () => {
+    const table = new RouteTable(true);
+    table.applySnapshot(
+      snapshot('p', 1, ['f'], [httpTrigger('t', 'f', 'GET', '/a/', 1, { ignoreTrailingSlash: true })]),
+    );
+    expect(served(table.current(), 'GET', '/a')).toBe('f');
+    expect(served(table.current(), 'GET', '/a/')).toBe('f');
+  });
+
+  it('builds and matches correctly with 10 000 routes', () => {
+    const table = new RouteTable(false);
+    const triggers: TriggerRecord[] = [];
+    const functions: string[] = [];
+    for (let i = 0; i < 10_000; i++) {
+      const fn = `fn${i}`;
+      functions.push(fn);
+      // Mix shapes: static, one param, param in the middle.
+      const apiPath = i % 3 === 0 ? `/s${i}` : i % 3 === 1 ? `/p${i}/:id` : `/m${i}/:id/items`;
+      triggers.push(httpTrigger(`t${i}`, fn, i % 2 === 0 ? 'GET' : 'POST', apiPath, i));
+    }
+    table.applySnapshot(snapshot('p', 1, functions, triggers));
+    const state = table.current();
+    expect(state.router.size).toBe(10_000);
+    expect(state.functionOwners.size).toBe(10_000);
+    expect(served(state, 'GET', '/s0')).toBe('fn0');
+    expect(served(state, 'POST', '/p1/abc')).toBe('fn1');
+    expect(served(state, 'GET', '/m2/x/items')).toBe('fn2');
+    expect(served(state, 'POST', '/s9999')).toBe('fn9999');
+    expect(served(state, 'POST', '/p9997/z')).toBe('fn9997');
+    expect(served(state, 'GET', '/p9997/z')).toBe('not_found');
+    expect(served(state, 'GET', '/s9999')).toBe('not_found');
+    expect(served(state, 'GET', '/s10000')).toBe('not_found');
+    for (let i = 0; i < 10_000; i += 997) {
+      const method = i % 2 === 0 ? 'GET' : 'POST';
+      const path = i % 3 === 0 ? `/s${i}` : i % 3 === 1 ? `/p${i}/v` : `/m${i}/v/items`;
+      expect(served(state, method, path)).toBe(`fn${i}`);
+    }
+  });
+});
