@@ -43,7 +43,7 @@ export class Engine {
 
   constructor(private readonly options: EngineOptions) {
     const { config, logger } = options;
-    this.table = new RouteTable(config.api.ignoreTrailingSlash);
+    this.table = new RouteTable(config.api.ignoreTrailingSlash, config.api.middleware);
     this.hub = new WorkerHub(`local-${randomUUID()}`);
     this.table.setLocalSource(this.hub);
     this.hub.onChange(() => this.table.markChanged());

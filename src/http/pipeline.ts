@@ -1,9 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { ApiConfig } from '../config/types.js';
+import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
 import type { InvocationFailure, InvocationOutcome, Invoker } from '../invocation/invoker.js';
-import type { HttpRoute, RouteTable } from '../routing/route-table.js';
+import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runner.js';
+import { MiddlewareRunner } from '../middleware/middleware-runner.js';
+import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
 import type { ApiRequest } from './api-request.js';
 import { clientIp, flattenHeaders } from './api-request.js';
 import { decodeBody, readBody, searchParamsToObject } from './body.js';
@@ -20,6 +22,12 @@ export interface PipelineDeps {
 }
 
 const RETRY_AFTER_SECONDS = '1';
+/**
+ * onError/onTimeout run when the deadline may already be gone: they get at least this long, so a
+ * timeout can still be answered by middleware (bounded, and never more than default_timeout).
+ */
+const ERROR_PHASE_BUDGET_MS = 1000;
+const NO_IDS: readonly string[] = Object.freeze([]);
 const EMPTY_PARAMS: Record<string, string> = Object.freeze(Object.create(null) as Record<string, string>);
 
 /** Per-request state that the steps share; lives only as long as the request. */
@@ -31,9 +39,15 @@ interface RequestState {
   deadline: number;
   engineHeaders: Record<string, string>;
   route: HttpRoute | undefined;
+  /** The table view this request uses from start to end, even if the table changes meanwhile. */
+  routing: RoutingState | undefined;
+  apiRequest: ApiRequest | undefined;
   /** Set when the engine must not reuse the connection (unread body). */
   closeConnection: boolean;
 }
+
+/** What the handler (or a middleware standing in for it) answered, before it becomes HTTP. */
+type HandlerAnswer = { kind: 'response'; value: unknown } | { kind: 'reply'; reply: HttpReply };
 
 /**
  * The request lifecycle (docs/http.md): admission → CORS → route match → body → condition →
@@ -44,10 +58,14 @@ export class HttpPipeline {
   private draining = false;
   private readonly cors: CorsPolicy;
   private readonly config: ApiConfig;
+  private readonly middleware: MiddlewareRunner;
+  private readonly errorPhaseBudgetMs: number;
 
   constructor(private readonly deps: PipelineDeps) {
     this.config = deps.config;
     this.cors = new CorsPolicy(deps.config.cors);
+    this.middleware = new MiddlewareRunner(deps.invoker, deps.logger);
+    this.errorPhaseBudgetMs = Math.min(ERROR_PHASE_BUDGET_MS, deps.config.defaultTimeoutMs);
   }
 
   get activeRequests(): number {
@@ -70,6 +88,8 @@ export class HttpPipeline {
       deadline: startedAt + this.config.defaultTimeoutMs,
       engineHeaders: { [this.config.requestIdHeader]: requestId },
       route: undefined,
+      routing: undefined,
+      apiRequest: undefined,
       closeConnection: false,
     };
     this.run(state).catch((err: unknown) => {
@@ -104,9 +124,6 @@ export class HttpPipeline {
     const path = q === -1 ? url : url.slice(0, q);
     if (!path.startsWith('/')) return this.finish(state, errorReply('INVALID_PATH', requestId));
 
-    const match = this.deps.table.current().router.match(method, path);
-    if (match.kind === 'invalid_path') return this.finish(state, errorReply('INVALID_PATH', requestId));
-
     const read = await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now());
     if (!read.ok) {
       state.closeConnection = true;
@@ -130,24 +147,140 @@ export class HttpPipeline {
       request_id: requestId,
       ip: clientIp(req, this.config.trustProxy),
     };
+    state.apiRequest = apiRequest;
+    const routing = this.deps.table.current();
+    state.routing = routing;
 
+    // onRequest runs before matching; its patches to path or method change what is matched.
+    const onRequest = await this.runPhase(state, 'onRequest', this.selectIds(routing, 'onRequest', apiRequest.path), {});
+    if (onRequest !== undefined) return this.finish(state, onRequest);
+
+    const match = routing.router.match(apiRequest.method, apiRequest.path);
+    if (match.kind === 'invalid_path') return this.finish(state, errorReply('INVALID_PATH', requestId));
     if (match.kind === 'not_found') return this.notFound(state, apiRequest);
 
     const route = match.match.route;
     state.route = route;
     apiRequest.path_params = match.match.params;
     apiRequest.trigger = { type: 'http', path: route.pattern.source, method: route.method };
+    const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
+
+    // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.
+    const preHandlerIds = this.selectIds(routing, 'preHandler', apiRequest.path);
+    const preIds = route.middlewareFunctionIds === undefined ? preHandlerIds : [...preHandlerIds, ...route.middlewareFunctionIds];
+    const preHandler = await this.runPhase(state, 'preHandler', preIds, { matchedRoute });
+    if (preHandler !== undefined) return this.finish(state, preHandler);
 
     if (route.conditionFunctionId !== undefined) {
       const condition = await this.invoke(route.conditionFunctionId, apiRequest, state);
-      if (!condition.ok) return this.finish(state, this.failureReply(condition.failure, requestId));
+      if (!condition.ok) return this.finish(state, await this.handlerFailure(state, condition.failure, matchedRoute));
       if (condition.value === false) {
         return this.finish(state, errorReply('CONDITION_NOT_MET', requestId, { extra: { skipped: true } }));
       }
     }
 
     const outcome = await this.invoke(route.functionId, apiRequest, state);
-    this.finish(state, this.outcomeReply(outcome, requestId));
+    if (!outcome.ok) return this.finish(state, await this.handlerFailure(state, outcome.failure, matchedRoute));
+
+    const postIds = this.selectIds(routing, 'postHandler', apiRequest.path);
+    let answer: HandlerAnswer = { kind: 'response', value: outcome.value };
+    if (postIds.length > 0) {
+      const post = await this.middleware.run(
+        postIds,
+        { phase: 'postHandler', request: apiRequest, matchedRoute, response: outcome.value },
+        state.deadline,
+        requestId,
+      );
+      answer = this.answerFromPhase(state, 'postHandler', post) ?? answer;
+    }
+    this.finish(state, answer.kind === 'reply' ? answer.reply : this.responseReply(answer.value, requestId));
+  }
+
+  private selectIds(routing: RoutingState, phase: MiddlewarePhase, path: string): readonly string[] {
+    const bindings = routing.middleware.select(phase, path);
+    return bindings.length === 0 ? NO_IDS : bindings.map((binding) => binding.functionId);
+  }
+
+  /**
+   * Runs a request phase (onRequest, preHandler). Returns the reply that ends the request (a
+   * `respond`, a failure), or undefined to go on.
+   */
+  private async runPhase(
+    state: RequestState,
+    phase: 'onRequest' | 'preHandler',
+    functionIds: readonly string[],
+    extra: Pick<MiddlewareCall, 'matchedRoute'>,
+  ): Promise<HttpReply | undefined> {
+    if (functionIds.length === 0) return undefined;
+    const request = state.apiRequest as ApiRequest;
+    const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId);
+    if (outcome.kind === 'failed' && outcome.timedOut) {
+      return this.timeoutReply(state, `deadline passed in ${phase} middleware ${outcome.functionId}`, extra.matchedRoute);
+    }
+    const answer = this.answerFromPhase(state, phase, outcome);
+    if (answer === undefined) return undefined;
+    return answer.kind === 'reply' ? answer.reply : this.responseReply(answer.value, state.requestId);
+  }
+
+  /** `respond` becomes the answer; a failure becomes 500 MIDDLEWARE_FAILED; `continue` is undefined. */
+  private answerFromPhase(state: RequestState, phase: MiddlewarePhase, outcome: PhaseOutcome): HandlerAnswer | undefined {
+    if (outcome.kind === 'continue') return undefined;
+    if (outcome.kind === 'respond') return { kind: 'response', value: outcome.response };
+    this.deps.logger.warn(
+      { requestId: state.requestId, phase, functionId: outcome.functionId, reason: outcome.reason },
+      'middleware failed',
+    );
+    return {
+      kind: 'reply',
+      reply: errorReply('MIDDLEWARE_FAILED', state.requestId, { message: `middleware ${outcome.functionId} failed in ${phase}` }),
+    };
+  }
+
+  /** A failed handler or condition: onTimeout for the deadline, onError for everything else. */
+  private async handlerFailure(
+    state: RequestState,
+    failure: InvocationFailure,
+    matchedRoute: MiddlewareCall['matchedRoute'],
+  ): Promise<HttpReply> {
+    if (failure.source === 'engine' && failure.code === 'TIMEOUT') {
+      return this.timeoutReply(state, failure.message, matchedRoute);
+    }
+    const fallback = this.failureReply(failure, state.requestId);
+    return this.errorPhase(state, 'onError', { code: failure.code, message: failure.message }, matchedRoute, fallback);
+  }
+
+  private timeoutReply(state: RequestState, message: string, matchedRoute: MiddlewareCall['matchedRoute']): Promise<HttpReply> {
+    const fallback = errorReply('TIMEOUT', state.requestId, { message });
+    return this.errorPhase(state, 'onTimeout', { code: 'TIMEOUT', message }, matchedRoute, fallback);
+  }
+
+  /**
+   * onError/onTimeout: a `respond` replaces the default reply; anything else (continue, failure) keeps
+   * the default. Error phases never trigger another error phase, so there are no loops.
+   */
+  private async errorPhase(
+    state: RequestState,
+    phase: 'onError' | 'onTimeout',
+    error: { code: string; message: string },
+    matchedRoute: MiddlewareCall['matchedRoute'],
+    fallback: HttpReply,
+  ): Promise<HttpReply> {
+    const request = state.apiRequest;
+    if (request === undefined || state.routing === undefined) return fallback;
+    const ids = this.selectIds(state.routing, phase, request.path);
+    if (ids.length === 0) return fallback;
+    const deadline = Math.max(state.deadline, performance.now() + this.errorPhaseBudgetMs);
+    const call: MiddlewareCall = { phase, request, error };
+    if (matchedRoute !== undefined) call.matchedRoute = matchedRoute;
+    const outcome = await this.middleware.run(ids, call, deadline, state.requestId);
+    if (outcome.kind === 'respond') return this.responseReply(outcome.response, state.requestId);
+    if (outcome.kind === 'failed') {
+      this.deps.logger.warn(
+        { requestId: state.requestId, phase, functionId: outcome.functionId, reason: outcome.reason },
+        'error-phase middleware failed; default response sent',
+      );
+    }
+    return fallback;
   }
 
   private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState): Promise<InvocationOutcome> {
@@ -167,8 +300,12 @@ export class HttpPipeline {
   }
 
   private outcomeReply(outcome: InvocationOutcome, requestId: string): HttpReply {
-    if (!outcome.ok) return this.failureReply(outcome.failure, requestId);
-    const mapped = mapApiResponse(outcome.value);
+    return outcome.ok ? this.responseReply(outcome.value, requestId) : this.failureReply(outcome.failure, requestId);
+  }
+
+  /** An ApiResponse from a handler or a middleware `respond`, as HTTP (502 when it is not valid). */
+  private responseReply(value: unknown, requestId: string): HttpReply {
+    const mapped = mapApiResponse(value);
     if (!mapped.ok) return errorReply('INVALID_RESPONSE', requestId, { message: `invalid handler response: ${mapped.message}` });
     return mapped.reply;
   }
@@ -190,6 +327,31 @@ export class HttpPipeline {
     }
     if (!res.headersSent && !res.destroyed) writeReply(res, reply, state.engineHeaders);
     this.log(state, reply.status);
+    this.onResponse(state, reply);
+  }
+
+  /** onResponse runs after the reply is handed to the socket; it can neither delay nor change it. */
+  private onResponse(state: RequestState, reply: HttpReply): void {
+    const request = state.apiRequest;
+    if (request === undefined || state.routing === undefined) return;
+    const ids = this.selectIds(state.routing, 'onResponse', request.path);
+    if (ids.length === 0) return;
+    const call: MiddlewareCall = { phase: 'onResponse', request, response: sentResponse(reply) };
+    if (state.route !== undefined) {
+      call.matchedRoute = { function_id: state.route.functionId, path_pattern: state.route.pattern.source };
+    }
+    const deadline = performance.now() + this.config.defaultTimeoutMs;
+    this.middleware
+      .run(ids, call, deadline, state.requestId)
+      .then((outcome) => {
+        if (outcome.kind === 'failed') {
+          this.deps.logger.warn(
+            { requestId: state.requestId, functionId: outcome.functionId, reason: outcome.reason },
+            'onResponse middleware failed (response already sent)',
+          );
+        }
+      })
+      .catch((err: unknown) => this.deps.logger.error({ err, requestId: state.requestId }, 'onResponse middleware crashed'));
   }
 
   private abort(state: RequestState): void {
@@ -211,4 +373,19 @@ export class HttpPipeline {
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
   }
+}
+
+/** The response as onResponse middleware sees it: status, header map, body (JSON bodies parsed). */
+function sentResponse(reply: HttpReply): { status_code: number; headers: Record<string, string>; body: unknown } {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of reply.headers) headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+  let body: unknown = reply.body === undefined ? null : reply.body.toString();
+  if (typeof body === 'string' && headers['content-type']?.startsWith('application/json')) {
+    try {
+      body = JSON.parse(body);
+    } catch {
+      // sent as is; keep the text
+    }
+  }
+  return { status_code: reply.status, headers, body };
 }

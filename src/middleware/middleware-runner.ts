@@ -1,0 +1,103 @@
+import type { Logger } from 'pino';
+import type { MiddlewarePhase } from '../config/types.js';
+import type { ApiRequest } from '../http/api-request.js';
+import type { Invoker } from '../invocation/invoker.js';
+import { deepMerge, isPlainObject, MergeDepthError } from './merge.js';
+import { decodeMiddlewareResult } from './middleware-result.js';
+
+/** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
+export interface MiddlewareCall {
+  phase: MiddlewarePhase;
+  /** The live request: `continue` patches are merged into it, and into `request.context`. */
+  request: ApiRequest;
+  matchedRoute?: { function_id: string; path_pattern: string };
+  response?: unknown;
+  error?: { code: string; message: string };
+}
+
+export type PhaseOutcome =
+  | { kind: 'continue' }
+  | { kind: 'respond'; response: Record<string, unknown>; functionId: string }
+  | { kind: 'failed'; functionId: string; reason: string; timedOut: boolean };
+
+const CONTINUE: PhaseOutcome = Object.freeze({ kind: 'continue' });
+
+/** Request fields a `continue.request` patch may change; the rest (id, ip, trigger) is the engine's. */
+const PATCHABLE_REQUEST_KEYS: ReadonlySet<string> = new Set(['path', 'method', 'headers', 'query_params', 'path_params', 'body']);
+const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * Runs the middleware of one phase in order (docs/middleware.md): each is invoked through the invoker
+ * within the deadline; `continue` merges its patches and passes on, `respond` ends the phase. Anything
+ * else fails the phase, so a middleware that is down never lets a request through.
+ */
+export class MiddlewareRunner {
+  constructor(
+    private readonly invoker: Invoker,
+    private readonly logger: Logger,
+  ) {}
+
+  async run(functionIds: readonly string[], call: MiddlewareCall, deadline: number, requestId: string): Promise<PhaseOutcome> {
+    for (const functionId of functionIds) {
+      if (!this.invoker.has(functionId)) {
+        return { kind: 'failed', functionId, reason: `middleware ${functionId} is not served by any connected worker`, timedOut: false };
+      }
+      const outcome = await this.invoker.invoke(functionId, this.payload(call), { deadline, requestId });
+      if (!outcome.ok) {
+        const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
+        return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };
+      }
+      const decoded = decodeMiddlewareResult(outcome.value);
+      if (!decoded.ok) return { kind: 'failed', functionId, reason: decoded.reason, timedOut: false };
+      const result = decoded.result;
+      if (result.action === 'respond') return { kind: 'respond', response: result.response, functionId };
+      const problem = this.applyPatches(call.request, result.request, result.context, functionId, requestId);
+      if (problem !== undefined) return { kind: 'failed', functionId, reason: problem, timedOut: false };
+    }
+    return CONTINUE;
+  }
+
+  private payload(call: MiddlewareCall): Record<string, unknown> {
+    const payload: Record<string, unknown> = { phase: call.phase, request: call.request, context: call.request.context };
+    if (call.matchedRoute !== undefined) payload.matched_route = call.matchedRoute;
+    if (call.response !== undefined) payload.response = call.response;
+    if (call.error !== undefined) payload.error = call.error;
+    return payload;
+  }
+
+  /** Returns a reason when the patch is unusable; the request is then failed, never half-trusted. */
+  private applyPatches(
+    request: ApiRequest,
+    requestPatch: Record<string, unknown> | undefined,
+    contextPatch: Record<string, unknown> | undefined,
+    functionId: string,
+    requestId: string,
+  ): string | undefined {
+    let refused = 0;
+    try {
+      if (requestPatch !== undefined) {
+        const allowed: Record<string, unknown> = {};
+        for (const key of Object.keys(requestPatch)) {
+          if (PATCHABLE_REQUEST_KEYS.has(key)) allowed[key] = requestPatch[key];
+        }
+        refused += deepMerge(request as unknown as Record<string, unknown>, allowed).refusedKeys;
+        if (typeof request.path !== 'string' || !request.path.startsWith('/') || /[?#]/.test(request.path)) {
+          return 'request.path patch must be an absolute path without query or fragment';
+        }
+        if (typeof request.method !== 'string' || !METHOD_TOKEN.test(request.method)) {
+          return 'request.method patch must be an HTTP method';
+        }
+        request.method = request.method.toUpperCase();
+        if (!isPlainObject(request.headers)) return 'request.headers patch must keep headers an object';
+      }
+      if (contextPatch !== undefined) refused += deepMerge(request.context, contextPatch).refusedKeys;
+    } catch (err) {
+      if (err instanceof MergeDepthError) return err.message;
+      throw err;
+    }
+    if (refused > 0) {
+      this.logger.warn({ functionId, requestId, refusedKeys: refused }, 'middleware patch keys __proto__/constructor/prototype refused');
+    }
+    return undefined;
+  }
+}
