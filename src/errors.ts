@@ -8,7 +8,7 @@ export const HTTP_ERRORS = {
   CONDITION_NOT_MET: { status: 422, message: 'The route condition was not met' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body exceeds the body limit' },
   INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },
-  INVALID_PATH: { status: 400, message: 'Request path is not valid (bad percent-encoding)' },
+  INVALID_PATH: { status: 400, message: 'Request target must be an absolute path with valid percent-encoding' },
   REQUEST_TIMEOUT: { status: 408, message: 'Request body was not received in time' },
   OVERLOADED: { status: 503, message: 'Too many concurrent requests' },
   FUNCTION_UNAVAILABLE: { status: 503, message: 'No connected worker serves this function' },

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import type { z } from 'zod';
 import { ConfigError } from './config-error.js';
 import type { ConfigIssue } from './config-error.js';
@@ -193,8 +194,10 @@ function nonEmpty<K extends string>(key: K, value: string | undefined): { [P in 
 
 function toClusterConfig(cluster: ClusterModuleInput): ClusterConfig {
   return {
-    processes: cluster.processes,
+    // Resolved here, not in the schema, so the generated documentation is the same on every machine.
+    processes: cluster.processes ?? availableParallelism(),
     ...nonEmpty('redisUrl', cluster.redis_url),
+    name: cluster.name,
     ...nonEmpty('nodeId', cluster.node_id),
     ...nonEmpty('advertiseHost', cluster.advertise_host),
     ...(cluster.forward_port === undefined ? {} : { forwardPort: cluster.forward_port }),

@@ -121,7 +121,6 @@ export const workerModuleSchema = z
   })
   .describe('The WebSocket listener that iii-sdk workers connect to (a Switchyard module)');
 
-const CLUSTERING_UNAVAILABLE = 'clustering is not available in this version';
 
 function numericFields(value: unknown, ...keys: string[]): boolean {
   if (typeof value !== 'object' || value === null) return false;
@@ -130,18 +129,21 @@ function numericFields(value: unknown, ...keys: string[]): boolean {
 
 export const clusterModuleSchema = z
   .strictObject({
-    // Clustering lands later: these refinements are what that work relaxes, the fields stay as they are.
     processes: z
       .int()
       .min(1)
-      .refine((n) => n <= 1, { error: `${CLUSTERING_UNAVAILABLE}; processes must be 1` })
-      .default(1)
-      .describe('Number of engine processes; only 1 is supported in this version'),
+      .max(256)
+      .optional()
+      .describe('Number of engine processes (node:cluster children) sharing the HTTP and worker ports; unset = the number of CPUs available (os.availableParallelism())'),
     redis_url: z
       .string()
-      .refine((url) => url === '', { error: `${CLUSTERING_UNAVAILABLE}; redis_url must be unset or empty` })
       .optional()
-      .describe('Redis URL that switches to distributed mode; an empty string means unset. Not supported in this version'),
+      .describe('Redis URL (`redis://host:port/db`) that switches to distributed mode, where engines on several hosts share one route table; unset or empty = embedded mode'),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, ".", "_" or "-"')
+      .default('switchyard')
+      .describe('Name of the cluster: Redis keys and channels are prefixed with it, and peers of another name are ignored'),
     node_id: z
       .string()
       .optional()
@@ -168,13 +170,17 @@ export const clusterModuleSchema = z
       .default(5000)
       .describe('How long a peer stays in the table without a heartbeat, in milliseconds; must be greater than heartbeat_ms'),
   })
+  .refine((cluster) => cluster.redis_url === undefined || cluster.redis_url === '' || (cluster.secret ?? '') !== '', {
+    path: ['secret'],
+    error: 'is required when redis_url is set: forward listeners of other hosts must authenticate callers',
+  })
   .refine((cluster) => cluster.lease_ms > cluster.heartbeat_ms, {
     path: ['lease_ms'],
     error: 'must be greater than heartbeat_ms',
     // Run even when an unrelated field failed, so every problem is reported in one pass.
     when: (payload) => numericFields(payload.value, 'lease_ms', 'heartbeat_ms'),
   })
-  .describe('Engine processes and, later, hosts sharing one route table (a Switchyard module). This version runs one process');
+  .describe('Engine processes and hosts sharing one route table (a Switchyard module)');
 
 export const MODULE_SCHEMAS = {
   api: restApiModuleSchema,

@@ -44,6 +44,8 @@ export interface WorkersConfig {
 export interface ClusterConfig {
   processes: number;
   redisUrl?: string;
+  /** Key and channel prefix; peers of another cluster name are ignored. */
+  name: string;
   nodeId?: string;
   advertiseHost?: string;
   forwardPort?: number;

@@ -12,6 +12,7 @@ export type CorsDecision =
   | { kind: 'preflight_rejected' };
 
 const PREFLIGHT_MAX_AGE_SECONDS = '600';
+const VARY_ONLY: CorsDecision = Object.freeze({ kind: 'headers', headers: Object.freeze({ vary: 'Origin' }) });
 
 export class CorsPolicy {
   private readonly origins: ReadonlySet<string> | undefined;
@@ -33,11 +34,13 @@ export class CorsPolicy {
 
   decide(method: string, headers: IncomingHttpHeaders): CorsDecision {
     const origin = headers.origin;
-    if (origin === undefined) return { kind: 'none' };
+    // With a configured list the answer depends on Origin, with or without one: tell caches so.
+    const varies = this.origins !== undefined && !this.anyOrigin;
+    if (origin === undefined) return varies ? VARY_ONLY : { kind: 'none' };
     const requestedMethod = headers['access-control-request-method'];
     const isPreflight = method === 'OPTIONS' && typeof requestedMethod === 'string';
     const originAllowed = this.anyOrigin || (this.origins?.has(origin) ?? false);
-    if (!originAllowed) return isPreflight ? { kind: 'preflight_rejected' } : { kind: 'none' };
+    if (!originAllowed) return isPreflight ? { kind: 'preflight_rejected' } : varies ? VARY_ONLY : { kind: 'none' };
 
     // With a configured list, echo the origin (and say the answer varies by origin).
     const base: Record<string, string> =

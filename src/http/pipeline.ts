@@ -44,6 +44,8 @@ interface RequestState {
   apiRequest: ApiRequest | undefined;
   /** Set when the engine must not reuse the connection (unread body). */
   closeConnection: boolean;
+  /** Counted against the concurrency limit. */
+  admitted: boolean;
 }
 
 /** What the handler (or a middleware standing in for it) answered, before it becomes HTTP. */
@@ -91,11 +93,18 @@ export class HttpPipeline {
       routing: undefined,
       apiRequest: undefined,
       closeConnection: false,
+      admitted: false,
     };
-    this.run(state).catch((err: unknown) => {
-      this.deps.logger.error({ err, requestId }, 'request failed inside the engine');
-      this.finish(state, errorReply('INTERNAL_ERROR', requestId));
-    });
+    this.run(state)
+      .catch((err: unknown) => {
+        this.deps.logger.error({ err, requestId }, 'request failed inside the engine');
+        this.finish(state, errorReply('INTERNAL_ERROR', requestId));
+      })
+      // The slot is held until the engine's work ends, not until the client hangs up: otherwise
+      // clients that abort could keep more calls running on workers than the limit allows.
+      .finally(() => {
+        if (state.admitted) this.inFlight--;
+      });
   };
 
   private async run(state: RequestState): Promise<void> {
@@ -112,7 +121,7 @@ export class HttpPipeline {
       return this.finish(state, errorReply('OVERLOADED', requestId, { headers: [['retry-after', RETRY_AFTER_SECONDS]] }));
     }
     this.inFlight++;
-    state.res.once('close', () => this.inFlight--);
+    state.admitted = true;
 
     if (cors.kind === 'preflight') {
       return this.finish(state, { status: 204, headers: Object.entries(cors.headers), body: undefined });

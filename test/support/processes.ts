@@ -174,3 +174,6 @@ export function startWorker(name: string, workerUrl: string, env: NodeJS.Process
   });
   return { ...p, stop: (signal = 'SIGTERM') => stopProcess(p, signal, 5000) };
 }
+
+/** How long a fixture worker may take to connect and register its routes on a loaded 2-core machine. */
+export const WORKER_READY_MS = 20_000;

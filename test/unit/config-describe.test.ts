@@ -50,7 +50,7 @@ describe('describeConfig', () => {
     });
     expect(row('modules::api::RestApiModule', 'trust_proxy')).toMatchObject({ type: 'boolean', default: 'false' });
     expect(row('modules::workers::WorkerModule', 'max_frame_bytes')).toMatchObject({ type: 'integer ≥ 1024', default: '16777216' });
-    expect(row('modules::cluster::ClusterModule', 'processes')).toMatchObject({ type: 'integer ≥ 1', default: '1' });
+    expect(row('modules::cluster::ClusterModule', 'processes')).toMatchObject({ type: 'integer 1–256', default: '(unset)' });
     expect(row('(top level)', 'port')).toMatchObject({ type: 'integer 0–65535', default: '49134' });
   });
 });

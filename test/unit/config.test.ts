@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,7 +47,7 @@ const DEFAULTS: EngineConfig = {
   },
   admin: { host: '127.0.0.1', port: 9464 },
   workers: { host: '0.0.0.0', port: 49134, maxFrameBytes: 16777216 },
-  cluster: { processes: 1, heartbeatMs: 1000, leaseMs: 5000 },
+  cluster: { processes: availableParallelism(), name: 'switchyard', heartbeatMs: 1000, leaseMs: 5000 },
   skippedModules: [],
 };
 
@@ -57,7 +58,7 @@ describe('defaults', () => {
     expect(Object.keys(config.api)).not.toContain('cors');
     expect(Object.keys(config.api)).not.toContain('notFoundFunction');
     expect(Object.keys(config.workers)).not.toContain('authToken');
-    expect(Object.keys(config.cluster)).toEqual(['processes', 'heartbeatMs', 'leaseMs']);
+    expect(Object.keys(config.cluster)).toEqual(['processes', 'name', 'heartbeatMs', 'leaseMs']);
   });
 
   it('an empty object, empty module list and null module config all give the defaults', () => {
@@ -213,6 +214,7 @@ describe('other modules', () => {
     );
     expect(config.cluster).toStrictEqual({
       processes: 1,
+      name: 'switchyard',
       nodeId: 'host-a',
       advertiseHost: '10.0.0.5',
       forwardPort: 0,
@@ -241,32 +243,36 @@ describe('other modules', () => {
   });
 });
 
-describe('clustering in this version', () => {
-  it('accepts processes: 1', () => {
-    expect(parseConfig(withModule(CLUSTER, { processes: 1 })).cluster.processes).toBe(1);
+describe('cluster module', () => {
+  it('accepts several processes, a redis_url with a secret, and a cluster name', () => {
+    const config = parseConfig(withModule(CLUSTER, { processes: 4, redis_url: 'redis://127.0.0.1:6390/0', secret: 's', name: 'prod-eu' }));
+    expect(config.cluster).toMatchObject({ processes: 4, redisUrl: 'redis://127.0.0.1:6390/0', secret: 's', name: 'prod-eu' });
   });
 
-  it('rejects processes other than 1 with a clear message', () => {
-    expect(issuesOf(withModule(CLUSTER, { processes: 2 }))).toEqual([
-      { path: `modules[0](${CLUSTER}).config.processes`, message: 'clustering is not available in this version; processes must be 1' },
-    ]);
-  });
-
-  it('rejects a redis_url, accepts an empty or null one', () => {
+  it('requires a secret when redis_url is set, and treats an empty or null redis_url as unset', () => {
     expect(issuesOf(withModule(CLUSTER, { redis_url: 'redis://localhost:6379' }))).toEqual([
       {
-        path: `modules[0](${CLUSTER}).config.redis_url`,
-        message: 'clustering is not available in this version; redis_url must be unset or empty',
+        path: `modules[0](${CLUSTER}).config.secret`,
+        message: 'is required when redis_url is set: forward listeners of other hosts must authenticate callers',
       },
     ]);
     expect(parseConfig(withModule(CLUSTER, { redis_url: '' })).cluster).toStrictEqual(DEFAULTS.cluster);
     expect(parseConfig(withModule(CLUSTER, { redis_url: null })).cluster).toStrictEqual(DEFAULTS.cluster);
   });
 
-  it('reports the clustering checks together with the lease check', () => {
-    expect(issuesOf(withModule(CLUSTER, { processes: 4, redis_url: 'redis://r', lease_ms: 10 }))).toEqual([
-      { path: `modules[0](${CLUSTER}).config.processes`, message: 'clustering is not available in this version; processes must be 1' },
-      { path: `modules[0](${CLUSTER}).config.redis_url`, message: 'clustering is not available in this version; redis_url must be unset or empty' },
+  it('rejects a cluster name that cannot be a key prefix', () => {
+    expect(issuesOf(withModule(CLUSTER, { name: 'a b' }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.name`, message: 'must be 1-64 letters, digits, ".", "_" or "-"' },
+    ]);
+  });
+
+  it('reports the secret check together with the lease check', () => {
+    expect(issuesOf(withModule(CLUSTER, { processes: 0, redis_url: 'redis://r', lease_ms: 10 }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.processes`, message: 'must be at least 1' },
+      {
+        path: `modules[0](${CLUSTER}).config.secret`,
+        message: 'is required when redis_url is set: forward listeners of other hosts must authenticate callers',
+      },
       { path: `modules[0](${CLUSTER}).config.lease_ms`, message: 'must be greater than heartbeat_ms' },
     ]);
   });
@@ -280,7 +286,7 @@ describe('several problems at once', () => {
         modules: [
           { class: API, config: { port: 70000, body_limit: -1, cors: { allowed_origins: ['*'] } } },
           { class: ADMIN, config: { host: '' } },
-          { class: CLUSTER, config: { processes: 3 } },
+          { class: CLUSTER, config: { processes: 0 } },
         ],
       }),
     );
@@ -291,7 +297,7 @@ describe('several problems at once', () => {
       { path: `${apiPath(0)}.config.cors.allowed_methods`, message: 'is required' },
       { path: `${apiPath(0)}.config.body_limit`, message: 'must be at least 0' },
       { path: `modules[1](${ADMIN}).config.host`, message: 'must not be empty' },
-      { path: `modules[2](${CLUSTER}).config.processes`, message: 'clustering is not available in this version; processes must be 1' },
+      { path: `modules[2](${CLUSTER}).config.processes`, message: 'must be at least 1' },
     ]);
     expect(err.message).toBe(
       [
@@ -301,7 +307,7 @@ describe('several problems at once', () => {
         `  ${apiPath(0)}.config.cors.allowed_methods: is required`,
         `  ${apiPath(0)}.config.body_limit: must be at least 0`,
         `  modules[1](${ADMIN}).config.host: must not be empty`,
-        `  modules[2](${CLUSTER}).config.processes: clustering is not available in this version; processes must be 1`,
+        `  modules[2](${CLUSTER}).config.processes: must be at least 1`,
       ].join('\n'),
     );
   });
@@ -465,10 +471,8 @@ describe('substituteEnv', () => {
     expect(config.workers.port).toBe(49134);
     expect(config.cluster).toStrictEqual(DEFAULTS.cluster);
 
-    const clustered = configError(() => loadConfigText(yaml, 'yaml', { NOT_FOUND: 'f', REDIS_URL: 'redis://r:6379' }));
-    expect(clustered.issues).toEqual([
-      { path: `modules[1](${CLUSTER}).config.redis_url`, message: 'clustering is not available in this version; redis_url must be unset or empty' },
-    ]);
+    const clustered = loadConfigText(`${yaml}\n      secret: s`, 'yaml', { NOT_FOUND: 'f', REDIS_URL: 'redis://r:6379' });
+    expect(clustered.cluster.redisUrl).toBe('redis://r:6379');
   });
 
   it('fails loading when a variable without default is unset', () => {

@@ -78,9 +78,9 @@ describe('CorsPolicy with a configured list', () => {
     });
   });
 
-  it('adds nothing for an unlisted origin, compared exactly', () => {
+  it('allows no unlisted origin (compared exactly), but says the answer varies by Origin', () => {
     for (const origin of ['https://evil.example', 'https://app.example.evil', 'HTTPS://APP.EXAMPLE', 'https://app.example/']) {
-      expect(policy.decide('GET', { origin })).toStrictEqual({ kind: 'none' });
+      expect(policy.decide('GET', { origin })).toStrictEqual({ kind: 'headers', headers: { vary: 'Origin' } });
     }
   });
 
@@ -118,8 +118,11 @@ describe('CorsPolicy with a configured list', () => {
     });
   });
 
-  it('does nothing without Origin', () => {
-    expect(policy.decide('OPTIONS', { 'access-control-request-method': 'GET' })).toStrictEqual({ kind: 'none' });
+  it('adds only Vary: Origin without Origin (a cache must not reuse it for an allowed origin)', () => {
+    expect(policy.decide('OPTIONS', { 'access-control-request-method': 'GET' })).toStrictEqual({
+      kind: 'headers',
+      headers: { vary: 'Origin' },
+    });
   });
 });
 
@@ -153,7 +156,7 @@ describe('CorsPolicy with empty lists', () => {
   const policy = new CorsPolicy({ allowedOrigins: [], allowedMethods: [] });
 
   it('allows nothing', () => {
-    expect(policy.decide('GET', { origin: 'https://a.example' })).toStrictEqual({ kind: 'none' });
+    expect(policy.decide('GET', { origin: 'https://a.example' })).toStrictEqual({ kind: 'headers', headers: { vary: 'Origin' } });
     expect(policy.decide('OPTIONS', { origin: 'https://a.example', 'access-control-request-method': 'GET' })).toStrictEqual({
       kind: 'preflight_rejected',
     });
