@@ -28,7 +28,12 @@ const RETRY_AFTER_SECONDS = '1';
  */
 const ERROR_PHASE_BUDGET_MS = 1000;
 const NO_IDS: readonly string[] = Object.freeze([]);
-const EMPTY_PARAMS: Record<string, string> = Object.freeze(Object.create(null) as Record<string, string>);
+/**
+ * Fresh per request, never a shared frozen object: middleware `continue` patches merge into
+ * `query_params` and `path_params` in place, and merging into a frozen object threw (500
+ * INTERNAL_ERROR for any query_params patch on a request without a query string).
+ */
+const emptyParams = (): Record<string, string> => Object.create(null) as Record<string, string>;
 
 /** Per-request state that the steps share; lives only as long as the request. */
 interface RequestState {
@@ -46,6 +51,8 @@ interface RequestState {
   closeConnection: boolean;
   /** Counted against the concurrency limit. */
   admitted: boolean;
+  /** The reply was written (or the request aborted). */
+  finished: boolean;
 }
 
 /** What the handler (or a middleware standing in for it) answered, before it becomes HTTP. */
@@ -94,6 +101,7 @@ export class HttpPipeline {
       apiRequest: undefined,
       closeConnection: false,
       admitted: false,
+      finished: false,
     };
     this.run(state)
       .catch((err: unknown) => {
@@ -147,8 +155,8 @@ export class HttpPipeline {
     const apiRequest: ApiRequest = {
       path,
       method,
-      path_params: EMPTY_PARAMS,
-      query_params: q === -1 ? EMPTY_PARAMS : searchParamsToObject(new URLSearchParams(url.slice(q + 1))),
+      path_params: emptyParams(),
+      query_params: q === -1 ? emptyParams() : searchParamsToObject(new URLSearchParams(url.slice(q + 1))),
       body: decoded.body,
       headers,
       trigger: { type: 'http', path, method },
@@ -200,6 +208,11 @@ export class HttpPipeline {
         state.deadline,
         requestId,
       );
+      // Out of deadline in postHandler is a timeout like in the request phases (onTimeout, then 504),
+      // not a middleware failure.
+      if (post.kind === 'failed' && post.timedOut) {
+        return this.finish(state, await this.timeoutReply(state, `deadline passed in postHandler middleware ${post.functionId}`, matchedRoute));
+      }
       answer = this.answerFromPhase(state, 'postHandler', post) ?? answer;
     }
     this.finish(state, answer.kind === 'reply' ? answer.reply : this.responseReply(answer.value, requestId));
@@ -327,7 +340,10 @@ export class HttpPipeline {
     return errorReply(failure.code, requestId, { message: failure.message });
   }
 
+  /** Writes the reply once; a second call (a bug path) is ignored rather than answering twice. */
   private finish(state: RequestState, reply: HttpReply): void {
+    if (state.finished) return;
+    state.finished = true;
     const { res, req } = state;
     if (state.closeConnection) {
       state.engineHeaders.connection = 'close';
@@ -336,7 +352,12 @@ export class HttpPipeline {
     }
     if (!res.headersSent && !res.destroyed) writeReply(res, reply, state.engineHeaders);
     this.log(state, reply.status);
-    this.onResponse(state, reply);
+    try {
+      this.onResponse(state, reply);
+    } catch (err) {
+      // The reply is already out: a failure here must not reach the request's error path.
+      this.deps.logger.error({ err, requestId: state.requestId }, 'onResponse middleware could not start');
+    }
   }
 
   /** onResponse runs after the reply is handed to the socket; it can neither delay nor change it. */
@@ -364,6 +385,7 @@ export class HttpPipeline {
   }
 
   private abort(state: RequestState): void {
+    state.finished = true;
     state.res.destroy();
     this.log(state, 499);
   }

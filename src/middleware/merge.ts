@@ -21,9 +21,11 @@ export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 
 /** A copy of a patch value, with forbidden keys dropped at every depth. */
 function sanitize(value: unknown, depth: number, report: MergeReport): unknown {
+  // Depth counts containers only (JSON nesting depth): a scalar inside the 32nd object is 32 levels,
+  // not 33, exactly as when it is merged into an existing object.
+  if (!Array.isArray(value) && !isPlainObject(value)) return value;
   if (depth > MAX_MERGE_DEPTH) throw new MergeDepthError(`patch nested deeper than ${MAX_MERGE_DEPTH}`);
   if (Array.isArray(value)) return value.map((item) => sanitize(item, depth + 1, report));
-  if (!isPlainObject(value)) return value;
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(value)) {
     if (FORBIDDEN_KEYS.has(key)) {

@@ -27,6 +27,22 @@ const PATCHABLE_REQUEST_KEYS: ReadonlySet<string> = new Set(['path', 'method', '
 const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**
+ * Why a request patch is unusable, or undefined. `path` and `method` are scalars and `headers` must be
+ * an object, so each replaces (or merges into) the live value exactly as checked here.
+ */
+function invalidRequestPatch(patch: Record<string, unknown>): string | undefined {
+  const { path, method, headers } = patch;
+  if (Object.hasOwn(patch, 'path') && (typeof path !== 'string' || !path.startsWith('/') || /[?#]/.test(path))) {
+    return 'request.path patch must be an absolute path without query or fragment';
+  }
+  if (Object.hasOwn(patch, 'method') && (typeof method !== 'string' || !METHOD_TOKEN.test(method))) {
+    return 'request.method patch must be an HTTP method';
+  }
+  if (Object.hasOwn(patch, 'headers') && !isPlainObject(headers)) return 'request.headers patch must keep headers an object';
+  return undefined;
+}
+
+/**
  * Runs the middleware of one phase in order (docs/middleware.md): each is invoked through the invoker
  * within the deadline; `continue` merges its patches and passes on, `respond` ends the phase. Anything
  * else fails the phase, so a middleware that is down never lets a request through.
@@ -80,15 +96,13 @@ export class MiddlewareRunner {
         for (const key of Object.keys(requestPatch)) {
           if (PATCHABLE_REQUEST_KEYS.has(key)) allowed[key] = requestPatch[key];
         }
+        // Validate before merging: the live request outlives a failed phase (onError, onTimeout and
+        // onResponse still select by `request.path` and send the request), so it must never hold a
+        // non-string path or method. A `{path: 7}` patch used to crash the engine process there.
+        const problem = invalidRequestPatch(allowed);
+        if (problem !== undefined) return problem;
         refused += deepMerge(request as unknown as Record<string, unknown>, allowed).refusedKeys;
-        if (typeof request.path !== 'string' || !request.path.startsWith('/') || /[?#]/.test(request.path)) {
-          return 'request.path patch must be an absolute path without query or fragment';
-        }
-        if (typeof request.method !== 'string' || !METHOD_TOKEN.test(request.method)) {
-          return 'request.method patch must be an HTTP method';
-        }
         request.method = request.method.toUpperCase();
-        if (!isPlainObject(request.headers)) return 'request.headers patch must keep headers an object';
       }
       if (contextPatch !== undefined) refused += deepMerge(request.context, contextPatch).refusedKeys;
     } catch (err) {
