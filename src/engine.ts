@@ -1,14 +1,33 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { Bus } from './cluster/bus.js';
+import { ClusterInvoker } from './cluster/cluster-invoker.js';
+import type { PeerIdentity } from './cluster/peer-id.js';
+import { PeerPool } from './cluster/peer-pool.js';
+import { checkSnapshot } from './cluster/snapshot-check.js';
 import type { EngineConfig } from './config/types.js';
+import { ForwardServer } from './forwarding/forward-server.js';
 import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
 import type { Invoker } from './invocation/invoker.js';
 import { AdminServer } from './observability/admin-server.js';
+import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
 import { LocalInvoker } from './workers/local-invoker.js';
 import { WorkerHub } from './workers/worker-hub.js';
 import { WorkerServer } from './workers/worker-server.js';
+
+/** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
+export interface EngineClusterOptions {
+  identity: PeerIdentity;
+  bus: Bus;
+  secret: string;
+  clusterName: string;
+  /** Unix socket for peers of this node. */
+  socketPath: string;
+  /** TCP listener for peers of other nodes (distributed mode), and the host they dial. */
+  tcp?: { bindHost: string; port: number; advertiseHost: string };
+}
 
 export interface EngineOptions {
   config: EngineConfig;
@@ -17,37 +36,73 @@ export interface EngineOptions {
   serveAdmin?: boolean;
   /** How long in-flight requests may run on close before their connections are cut. */
   drainGraceMs?: number;
+  cluster?: EngineClusterOptions;
 }
 
 export interface EnginePorts {
   http: number;
   workers: number;
   admin?: number;
+  forward?: PeerEndpoint;
 }
 
 type Phase = 'created' | 'starting' | 'running' | 'closing' | 'closed';
 
 const DEFAULT_DRAIN_GRACE_MS = 10_000;
+/** Registrations are published at most this often: a reconnect storm becomes a few snapshots. */
+const PUBLISH_COALESCE_MS = 5;
 
 /** One engine process wired together: start() in order, close() in reverse. */
 export class Engine {
   readonly table: RouteTable;
   readonly hub: WorkerHub;
   readonly invoker: Invoker;
+  private readonly localInvoker: LocalInvoker;
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
   private readonly workerServer: WorkerServer;
   private readonly adminServer: AdminServer | undefined;
+  private readonly forwardServer: ForwardServer | undefined;
+  private readonly peers: PeerPool | undefined;
+  private endpoint: PeerEndpoint | undefined;
+  private publishTimer: NodeJS.Timeout | undefined;
   private phase: Phase = 'created';
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: EngineOptions) {
-    const { config, logger } = options;
+    const { config, logger, cluster } = options;
     this.table = new RouteTable(config.api.ignoreTrailingSlash, config.api.middleware);
-    this.hub = new WorkerHub(`local-${randomUUID()}`);
+    this.hub = new WorkerHub(cluster?.identity.peerId ?? `local-${randomUUID()}`);
     this.table.setLocalSource(this.hub);
-    this.hub.onChange(() => this.table.markChanged());
-    this.invoker = new LocalInvoker(this.hub);
+    this.hub.onChange(() => {
+      this.table.markChanged();
+      this.schedulePublish();
+    });
+    this.table.onChange((state) =>
+      logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size }, 'table rebuilt'),
+    );
+    this.localInvoker = new LocalInvoker(this.hub);
+    if (cluster !== undefined) {
+      this.peers = new PeerPool(this.table, {
+        selfNodeId: cluster.identity.nodeId,
+        selfPeerId: cluster.identity.peerId,
+        secret: cluster.secret,
+        cluster: cluster.clusterName,
+        logger: logger.child({ module: 'forward' }),
+      });
+      this.invoker = new ClusterInvoker(this.localInvoker, this.table, this.peers, cluster.identity.peerId, logger.child({ module: 'invoker' }));
+      this.forwardServer = new ForwardServer({
+        socketPath: cluster.socketPath,
+        ...(cluster.tcp === undefined ? {} : { tcp: { host: cluster.tcp.bindHost, port: cluster.tcp.port } }),
+        secret: cluster.secret,
+        cluster: cluster.clusterName,
+        // Forwarded calls run on this process's workers only: a forward is never forwarded again.
+        invoker: this.localInvoker,
+        logger: logger.child({ module: 'forward' }),
+      });
+    } else {
+      this.invoker = this.localInvoker;
+    }
     this.workerServer = new WorkerServer(
       config.workers,
       {
@@ -78,35 +133,88 @@ export class Engine {
     }
   }
 
+  /** Listening, and (in a cluster) holding an in-sync view of every peer. */
   ready(): boolean {
-    return this.phase === 'running';
+    return this.phase === 'running' && (this.options.cluster?.bus.synced ?? true);
   }
 
   async start(): Promise<EnginePorts> {
     if (this.phase !== 'created') throw new Error(`engine cannot start from phase ${this.phase}`);
     this.phase = 'starting';
     try {
-      // Admin first so that /readyz answers 503 while the rest binds.
+      // Admin first so that /readyz answers 503 while the rest binds; the forward listener and the
+      // bus before HTTP, so that the first request already sees every peer's routes.
       const admin = await this.adminServer?.start();
+      const forward = await this.startCluster();
       const workers = await this.workerServer.start();
       const http = await this.httpServer.start();
       this.phase = 'running';
-      return admin === undefined ? { http, workers } : { http, workers, admin };
+      return { http, workers, ...(admin === undefined ? {} : { admin }), ...(forward === undefined ? {} : { forward }) };
     } catch (err) {
       await this.close();
       throw err;
     }
   }
 
-  /** Drains HTTP, then closes workers with 1001, then admin. Idempotent; keeps going past failures. */
+  private async startCluster(): Promise<PeerEndpoint | undefined> {
+    const cluster = this.options.cluster;
+    if (cluster === undefined || this.forwardServer === undefined) return undefined;
+    const bound = await this.forwardServer.start();
+    this.endpoint = {
+      nodeId: cluster.identity.nodeId,
+      ...(bound.socketPath === undefined ? {} : { socketPath: bound.socketPath }),
+      ...(cluster.tcp === undefined || bound.port === undefined ? {} : { host: cluster.tcp.advertiseHost, port: bound.port }),
+    };
+    const ignoreTrailingSlash = this.options.config.api.ignoreTrailingSlash;
+    await cluster.bus.start({
+      snapshot: (received) => {
+        const checked = checkSnapshot(received, ignoreTrailingSlash);
+        if (checked.ok) this.table.applySnapshot(checked.snapshot);
+        else this.options.logger.warn({ ownerId: received.ownerId, code: 'BUS_MALFORMED', reason: checked.reason }, 'peer snapshot refused');
+      },
+      peerGone: (peerId) => {
+        this.table.removeOwner(peerId);
+        this.peers?.drop(peerId);
+      },
+    });
+    this.publishNow();
+    return this.endpoint;
+  }
+
+  private schedulePublish(): void {
+    if (this.options.cluster === undefined || this.endpoint === undefined || this.publishTimer !== undefined) return;
+    this.publishTimer = setTimeout(() => {
+      this.publishTimer = undefined;
+      this.publishNow();
+    }, PUBLISH_COALESCE_MS);
+  }
+
+  private publishNow(): void {
+    const cluster = this.options.cluster;
+    if (cluster === undefined || this.endpoint === undefined || this.phase === 'closed') return;
+    cluster.bus.publish({ ...this.hub.snapshot(), endpoint: this.endpoint });
+  }
+
+  /**
+   * Leaves the cluster first (peers stop sending here), drains HTTP while forwarded calls still run,
+   * then closes the forward listener, workers (1001: they reconnect elsewhere), clients and admin.
+   * Idempotent; keeps going past a failing step.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.phase = 'closing';
+      // Refuse new requests at once (503 SHUTTING_DOWN), before any await.
+      this.pipeline.startDraining();
+      this.options.logger.info({ inFlight: this.pipeline.activeRequests }, 'draining');
+      clearTimeout(this.publishTimer);
       const grace = this.options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS;
-      const steps: [string, () => Promise<void>][] = [
+      const steps: [string, () => Promise<void> | undefined][] = [
+        ['bus', () => this.options.cluster?.bus.close()],
         ['http', () => this.httpServer.close(grace)],
+        ['forward', () => this.forwardServer?.close()],
         ['workers', () => this.workerServer.close()],
-        ['admin', () => this.adminServer?.close() ?? Promise.resolve()],
+        ['peers', () => this.peers?.close()],
+        ['admin', () => this.adminServer?.close()],
       ];
       for (const [name, step] of steps) {
         try {

@@ -51,4 +51,17 @@ export const STARTUP_ERRORS = {
   CONFIG_UNREADABLE: 'The configuration file could not be read',
   LISTEN_FAILED: 'A listener could not bind its address',
   USAGE: 'Unknown command-line argument or missing value',
+  START_FAILED: 'A child could not start for a reason other than binding',
+} as const;
+
+/** Cluster-internal codes: in logs and on `err.code`, never in HTTP responses. */
+export const CLUSTER_ERRORS = {
+  BUS_UNAVAILABLE: 'Redis could not be reached within the start deadline',
+  BUS_CLOSED: 'The bus was closed before it finished starting',
+  BUS_STATE: 'A bus operation was attempted in a state that does not allow it',
+  BUS_INTERRUPTED: 'A Redis reload or write was cut short by a disconnect (retried on reconnect)',
+  BUS_MALFORMED: 'A bus message or peer snapshot failed validation and was ignored',
+  BUS_FOREIGN_CLUSTER: 'A bus message of another cluster name was ignored',
+  FORWARD_FRAME_MALFORMED: 'A forward frame could not be decoded; the connection was closed',
+  FORWARD_FRAME_TOO_LARGE: 'A forward frame exceeded the maximum size; the connection was closed',
 } as const;

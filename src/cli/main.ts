@@ -2,9 +2,16 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { ConfigError } from '../config/config-error.js';
 import { loadConfigFile } from '../config/load.js';
-import { Engine } from '../engine.js';
+import cluster from 'node:cluster';
+import type { ChildBootstrap } from '../cluster/child-messages.js';
+import { CHILD_BOOTSTRAP_ENV } from '../cluster/child-messages.js';
+import { runChild } from '../cluster/child.js';
+import { Primary } from '../cluster/primary.js';
 import { createRootLogger, isLogLevel } from '../observability/logger.js';
 import { parseArgs, USAGE, UsageError } from './args.js';
+
+/** In-flight requests get this long to finish on shutdown. */
+const DRAIN_GRACE_MS = 10_000;
 
 /** The only place that touches argv, env, signals and the exit code. */
 function packageVersion(): string {
@@ -35,6 +42,14 @@ async function main(): Promise<void> {
   const envLevel = process.env.LOG_LEVEL;
   const logger = createRootLogger(args.logLevel ?? (envLevel !== undefined && isLogLevel(envLevel) ? envLevel : 'info'));
 
+  if (cluster.isWorker) {
+    // A child: the primary validated the config and hands it over, so every child runs the same one.
+    const bootstrap = JSON.parse(process.env[CHILD_BOOTSTRAP_ENV] ?? 'null') as ChildBootstrap | null;
+    if (bootstrap === null) throw new Error(`${CHILD_BOOTSTRAP_ENV} is missing in a cluster child`);
+    await runChild(bootstrap, logger.child({ role: 'child', index: bootstrap.index }));
+    return;
+  }
+
   let loaded;
   try {
     loaded = await loadConfigFile(args.configPath, process.env, process.cwd());
@@ -50,25 +65,39 @@ async function main(): Promise<void> {
     logger.warn({ moduleClass }, 'module class not implemented by switchyard; skipped');
   }
 
-  const engine = new Engine({ config, logger, serveAdmin: true });
+  const primaryLogger = logger.child({ role: 'primary' });
   let stopping = false;
+  const primary = new Primary({
+    config,
+    logger: primaryLogger,
+    configSource: source,
+    drainGraceMs: DRAIN_GRACE_MS,
+    onFatal: (code, message) => {
+      process.stderr.write(`switchyard: ${code}: ${message}\n`);
+      stopping = true;
+      void primary.shutdown().finally(() => {
+        logger.flush();
+        process.exit(1);
+      });
+    },
+  });
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
     stopping = true;
-    logger.info({ signal }, 'shutting down');
+    primaryLogger.info({ signal }, 'shutting down');
     const began = performance.now();
-    engine
-      .close()
+    primary
+      .shutdown()
       .then(() => {
-        logger.info({ durationMs: Math.round(performance.now() - began) }, 'stopped');
+        primaryLogger.info({ durationMs: Math.round(performance.now() - began) }, 'stopped');
         logger.flush();
         process.exit(0);
       })
       .catch((err: unknown) => {
-        logger.error({ err }, 'shutdown failed');
+        primaryLogger.error({ err }, 'shutdown failed');
         process.exit(1);
       });
   };
@@ -76,14 +105,14 @@ async function main(): Promise<void> {
   process.on('SIGINT', stop);
 
   try {
-    const ports = await engine.start();
-    logger.info({ ...ports, config: source, version: packageVersion() }, 'switchyard ready');
+    await primary.start();
+    primaryLogger.info({ processes: config.cluster.processes, version: packageVersion() }, 'children starting');
   } catch (err) {
     const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };
     if (listen.syscall === 'listen') {
       process.stderr.write(`switchyard: LISTEN_FAILED: cannot bind ${listen.address ?? '?'}:${listen.port ?? '?'} (${listen.code ?? listen.message})\n`);
     }
-    logger.fatal({ err }, 'startup failed');
+    primaryLogger.fatal({ err }, 'startup failed');
     logger.flush();
     process.exit(1);
   }

@@ -20,12 +20,22 @@ export type TriggerRecord = TriggerSpec & {
   seq: number;
 };
 
+/** Where a peer's forward listener is reached: a Unix socket on its own host, TCP across hosts. */
+export interface PeerEndpoint {
+  nodeId: string;
+  socketPath?: string;
+  host?: string;
+  port?: number;
+}
+
 export interface OwnerSnapshot {
   ownerId: string;
   /** Only grows; a receiver keeps the newest version it has seen. */
   version: number;
   functions: readonly FunctionRecord[];
   triggers: readonly TriggerRecord[];
+  /** Set for cluster peers: how to forward invocations to this owner. */
+  endpoint?: PeerEndpoint;
 }
 
 /** Sort order for bindings: older first, so the last one of a group is the newest. */

@@ -1,7 +1,7 @@
 import type { MiddlewareConfig } from '../config/types.js';
 import { MiddlewareIndex } from '../middleware/scope-index.js';
 import type { PathPattern } from './path-pattern.js';
-import type { MiddlewareBinding, OwnerSnapshot, TriggerRecord } from './registrations.js';
+import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint, TriggerRecord } from './registrations.js';
 import { compareRegistration } from './registrations.js';
 import { Router } from './router.js';
 
@@ -93,6 +93,16 @@ export class RouteTable {
     this.remote.set(snapshot.ownerId, snapshot);
     this.markChanged();
     return true;
+  }
+
+  /** Where a remote owner's forward listener is, as its snapshot advertised. */
+  endpointOf(ownerId: string): PeerEndpoint | undefined {
+    return this.remote.get(ownerId)?.endpoint;
+  }
+
+  /** Owners whose snapshot is held, with their versions (readiness and the admin view). */
+  ownerVersions(): Map<string, number> {
+    return new Map([...this.remote].map(([ownerId, snapshot]) => [ownerId, snapshot.version]));
   }
 
   removeOwner(ownerId: string): boolean {

@@ -5,6 +5,7 @@ import WebSocket from 'ws';
 import type { WireErrorCode } from '../errors.js';
 import type { EngineFailureCode, InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import { toJson } from '../invocation/raw-json.js';
 import { decodeFrame } from '../protocol/decode.js';
 import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../protocol/encode.js';
 import type {
@@ -105,14 +106,16 @@ export class WorkerConnection {
   invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome> {
     const invocationId = randomUUID();
     const result = this.pending.add(invocationId, functionId, timeoutMs);
-    if (!this.send(encodeInvocation(invocationId, functionId, JSON.stringify(data) ?? 'null'))) {
+    if (!this.send(encodeInvocation(invocationId, functionId, toJson(data)))) {
       this.pending.resolve(invocationId, engineFailure('WORKER_DISCONNECTED', `worker ${this.id} is not connected`));
     }
     return result;
   }
 
   fire(functionId: string, data: unknown): boolean {
-    return this.send(encodeFrame({ type: 'invokefunction', function_id: functionId, data, action: { type: 'void' } }));
+    return this.send(
+      `{"type":"invokefunction","function_id":${JSON.stringify(functionId)},"data":${toJson(data)},"action":{"type":"void"}}`,
+    );
   }
 
   /** Closes the socket; cleanup happens once, in the close handler. */

@@ -38,9 +38,15 @@ describe('workers and routes at runtime', () => {
     const health = await http(`${engine.adminUrl}/healthz`);
     expect(health.status).toBe(200);
     expect(health.json()).toEqual({ status: 'ok' });
-    const ready = await http(`${engine.adminUrl}/readyz`);
+    // The primary aggregates child status reported every 250 ms: wait for it with a deadline.
+    const deadline = Date.now() + 5000;
+    let ready = await http(`${engine.adminUrl}/readyz`);
+    while (ready.json().connectedWorkers !== 2 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      ready = await http(`${engine.adminUrl}/readyz`);
+    }
     expect(ready.status).toBe(200);
-    expect(ready.json()).toMatchObject({ status: 'ready', workers: 2 });
+    expect(ready.json()).toMatchObject({ status: 'ready', connectedWorkers: 2 });
   });
 
   it('lets a worker call a function of another worker through the engine', async () => {
@@ -105,7 +111,7 @@ describe('workers and routes at runtime', () => {
     const slowWorker = workers[0]!;
     await slowWorker.stdout.waitFor((line) => line === 'slow-start drain-1', 5000, 'slow request in the handler');
     engine.child.kill('SIGTERM');
-    await engine.stdout.waitFor((line) => line.includes('"shutting down"'), 5000, 'engine shutting down');
+    await engine.stdout.waitFor((line) => line.includes('"draining"'), 5000, 'engine draining');
     // Same connection, so it reaches the draining engine (new connections are no longer accepted).
     await connection.write('GET /echo/1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: drain-2\r\n\r\n');
 

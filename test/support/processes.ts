@@ -5,6 +5,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { freePort } from './redis.js';
 
 /** Real processes for integration tests: the built engine and iii-sdk workers. */
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -13,7 +15,14 @@ export const FIXTURES = join(ROOT, 'test', 'fixtures', 'workers');
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
-  for (const child of live) child.kill('SIGKILL');
+  for (const child of live) {
+    try {
+      // Engines run in their own process group: take their children along.
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      child.kill('SIGKILL');
+    }
+  }
 });
 
 export class LineLog {
@@ -75,8 +84,9 @@ export interface ManagedProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function spawnManaged(command: string, args: string[], env: NodeJS.ProcessEnv, cwd = ROOT): ManagedProcess {
-  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnManaged(command: string, args: string[], env: NodeJS.ProcessEnv, cwd = ROOT, detached = false): ManagedProcess {
+  // detached: its own process group, so a whole engine (primary and children) can be killed at once.
+  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached });
   live.add(child);
   const stdout = new LineLog();
   const stderr = new LineLog();
@@ -101,6 +111,26 @@ export async function stopProcess(p: ManagedProcess, signal: NodeJS.Signals = 'S
   return result;
 }
 
+/** Polls /readyz until 200 (15 s deadline) and returns the ports it reports. */
+async function waitReady(adminPort: number, p: ManagedProcess): Promise<{ http: number; workers: number }> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      const res = await request(`http://127.0.0.1:${adminPort}/readyz`, { headersTimeout: 2000, bodyTimeout: 2000 });
+      const body = (await res.body.json()) as { http?: number; workers?: number };
+      if (res.statusCode === 200 && body.http !== undefined && body.workers !== undefined) {
+        return { http: body.http, workers: body.workers };
+      }
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`engine not ready within 15 s; stdout:\n${p.stdout.lines.slice(-15).join('\n')}\nstderr:\n${p.stderr.lines.slice(-15).join('\n')}`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 export interface EngineHandle extends ManagedProcess {
   httpUrl: string;
   workerUrl: string;
@@ -108,6 +138,8 @@ export interface EngineHandle extends ManagedProcess {
   ports: { http: number; workers: number; admin: number };
   configPath: string;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILL to the primary and every child at once: a host vanishing without a goodbye. */
+  killAll(): Promise<void>;
 }
 
 export interface EngineOptions {
@@ -115,21 +147,25 @@ export interface EngineOptions {
   api?: Record<string, unknown>;
   /** WorkerModule config. */
   workers?: Record<string, unknown>;
+  /** ClusterModule config; tests run one child unless they ask for more. */
+  cluster?: Record<string, unknown>;
   /** Extra module entries appended to `modules`. */
   modules?: { class: string; config?: Record<string, unknown> }[];
   env?: NodeJS.ProcessEnv;
   logLevel?: string;
 }
 
-/** Starts `switchyard --config <tmp>` on ephemeral loopback ports; resolves when it logs "switchyard ready". */
+/** Starts `switchyard --config <tmp>` on ephemeral loopback ports; resolves when /readyz answers 200. */
 export async function startEngine(options: EngineOptions = {}): Promise<EngineHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'switchyard-test-'));
   const configPath = join(dir, 'config.json');
+  const adminPort = await freePort();
   const config = {
     modules: [
       { class: 'modules::api::RestApiModule', config: { host: '127.0.0.1', port: 0, ...options.api } },
       { class: 'modules::workers::WorkerModule', config: { host: '127.0.0.1', port: 0, ...options.workers } },
-      { class: 'modules::admin::AdminModule', config: { host: '127.0.0.1', port: 0 } },
+      { class: 'modules::admin::AdminModule', config: { host: '127.0.0.1', port: adminPort } },
+      { class: 'modules::cluster::ClusterModule', config: { processes: 1, ...options.cluster } },
       ...(options.modules ?? []),
     ],
   };
@@ -138,25 +174,30 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
     process.execPath,
     [ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
     { ...process.env, ...options.env },
+    ROOT,
+    true,
   );
   const exitedEarly = p.exited.then((r) => {
     throw new Error(`engine exited before ready (${JSON.stringify(r)}):\n${p.stderr.lines.join('\n')}\n${p.stdout.lines.slice(-10).join('\n')}`);
   });
-  const readyLine = await Promise.race([
-    p.stdout.waitFor((l) => l.includes('"switchyard ready"'), 15_000, 'engine ready'),
-    exitedEarly,
-  ]);
+  // Readiness comes from /readyz (it also reports the bound ports), so it works at any log level.
+  const ready = await Promise.race([waitReady(adminPort, p), exitedEarly]);
   exitedEarly.catch(() => undefined);
-  const ready = JSON.parse(readyLine) as { http: number; workers: number; admin: number };
   void p.exited.then(() => rm(dir, { recursive: true, force: true }));
   return {
     ...p,
-    ports: { http: ready.http, workers: ready.workers, admin: ready.admin },
+    ports: { http: ready.http, workers: ready.workers, admin: adminPort },
     httpUrl: `http://127.0.0.1:${ready.http}`,
     workerUrl: `ws://127.0.0.1:${ready.workers}`,
-    adminUrl: `http://127.0.0.1:${ready.admin}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
     configPath,
     stop: (signal = 'SIGTERM') => stopProcess(p, signal),
+    killAll: async () => {
+      if (p.child.pid !== undefined && p.child.exitCode === null && p.child.signalCode === null) {
+        process.kill(-p.child.pid, 'SIGKILL');
+      }
+      await p.exited;
+    },
   };
 }
 

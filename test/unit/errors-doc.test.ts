@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { HTTP_ERRORS, STARTUP_ERRORS, WIRE_ERRORS } from '../../src/errors.js';
+import { CLUSTER_ERRORS, HTTP_ERRORS, STARTUP_ERRORS, WIRE_ERRORS } from '../../src/errors.js';
 
 const doc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
 
@@ -29,6 +29,10 @@ describe('docs/errors.md matches src/errors.ts', () => {
 
   it('lists every wire error code, and no others', () => {
     expect(tableRows('Worker wire errors').map(([code]) => code).sort()).toEqual(Object.keys(WIRE_ERRORS).sort());
+  });
+
+  it('lists every cluster code, and no others', () => {
+    expect(tableRows('Cluster').map(([code]) => code).sort()).toEqual(Object.keys(CLUSTER_ERRORS).sort());
   });
 
   it('lists every process error code', () => {

@@ -1,0 +1,76 @@
+import type { OwnerSnapshot } from '../routing/registrations.js';
+
+/**
+ * Messages on the bus (IPC through the primary, or Redis pub/sub). One decoder turns anything received
+ * into a typed message or a coded error; a message from another cluster (different `cluster` name) is
+ * an error too, never applied.
+ */
+export const BUS_PROTOCOL_VERSION = 1;
+
+export type BusMessage =
+  | { kind: 'snapshot'; snapshot: OwnerSnapshot }
+  | { kind: 'heartbeat'; peerId: string; version: number }
+  | { kind: 'gone'; peerId: string }
+  /** Child → primary (embedded): this channel carries that peer; answered with `sync`. */
+  | { kind: 'hello'; peerId: string }
+  /** Primary → child (embedded): every snapshot held, sent once when the child starts. */
+  | { kind: 'sync'; snapshots: OwnerSnapshot[] };
+
+export interface BusEnvelope {
+  v: typeof BUS_PROTOCOL_VERSION;
+  cluster: string;
+  message: BusMessage;
+}
+
+export type BusDecode = { ok: true; message: BusMessage } | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER'; reason: string };
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function isSnapshot(v: unknown): v is OwnerSnapshot {
+  return (
+    isObject(v) &&
+    typeof v.ownerId === 'string' &&
+    v.ownerId.length > 0 &&
+    typeof v.version === 'number' &&
+    Number.isFinite(v.version) &&
+    Array.isArray(v.functions) &&
+    Array.isArray(v.triggers) &&
+    (v.endpoint === undefined || isObject(v.endpoint))
+  );
+}
+
+export function encodeBusMessage(cluster: string, message: BusMessage): BusEnvelope {
+  return { v: BUS_PROTOCOL_VERSION, cluster, message };
+}
+
+export function decodeBusEnvelope(raw: unknown, cluster: string): BusDecode {
+  if (!isObject(raw) || raw.v !== BUS_PROTOCOL_VERSION || !isObject(raw.message)) {
+    return { ok: false, code: 'BUS_MALFORMED', reason: 'not a bus envelope of this protocol version' };
+  }
+  if (raw.cluster !== cluster) {
+    return { ok: false, code: 'BUS_FOREIGN_CLUSTER', reason: `message for cluster ${JSON.stringify(raw.cluster)}` };
+  }
+  const m = raw.message;
+  switch (m.kind) {
+    case 'snapshot':
+      return isSnapshot(m.snapshot) ? { ok: true, message: { kind: 'snapshot', snapshot: m.snapshot } } : malformed('snapshot');
+    case 'heartbeat':
+      return typeof m.peerId === 'string' && typeof m.version === 'number'
+        ? { ok: true, message: { kind: 'heartbeat', peerId: m.peerId, version: m.version } }
+        : malformed('heartbeat');
+    case 'gone':
+      return typeof m.peerId === 'string' ? { ok: true, message: { kind: 'gone', peerId: m.peerId } } : malformed('gone');
+    case 'hello':
+      return typeof m.peerId === 'string' ? { ok: true, message: { kind: 'hello', peerId: m.peerId } } : malformed('hello');
+    case 'sync':
+      return Array.isArray(m.snapshots) && m.snapshots.every(isSnapshot)
+        ? { ok: true, message: { kind: 'sync', snapshots: m.snapshots } }
+        : malformed('sync');
+    default:
+      return malformed(String(m.kind));
+  }
+}
+
+function malformed(kind: string): BusDecode {
+  return { ok: false, code: 'BUS_MALFORMED', reason: `malformed ${kind} message` };
+}

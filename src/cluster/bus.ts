@@ -1,0 +1,27 @@
+import type { OwnerSnapshot } from '../routing/registrations.js';
+
+/**
+ * How peers learn each other's registrations (docs/cluster.md#the-bus). Each peer publishes its own
+ * full snapshot (version only grows); receivers keep the newest version per peer. No deltas.
+ * Implementations: `IpcBus` (embedded, relayed by the primary) and `RedisBus` (distributed).
+ */
+export interface BusHandlers {
+  /** Another peer's snapshot, newer than any delivered before for that peer. */
+  snapshot(snapshot: OwnerSnapshot): void;
+  /** A peer left (clean close), died (embedded: its process exited) or its lease expired (Redis). */
+  peerGone(peerId: string): void;
+}
+
+export interface Bus {
+  /**
+   * Connects and loads the snapshots of every peer already present; resolves once that initial load
+   * is done (the view is in sync), or rejects when the bus cannot start.
+   */
+  start(handlers: BusHandlers): Promise<void>;
+  /** Publishes this peer's snapshot, replacing its previous one. Never throws; delivery is async. */
+  publish(snapshot: OwnerSnapshot): void;
+  /** True while this peer believes its view of the cluster is complete. */
+  readonly synced: boolean;
+  /** Announces the leave when it can, then disconnects. Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,50 @@
+import type { EngineConfig } from '../config/types.js';
+import type { EnginePorts } from '../engine.js';
+
+/** Primary ↔ child messages besides the bus (which is tagged `sy: "bus"`). */
+export interface ChildStatusMessage {
+  sy: 'status';
+  index: number;
+  peerId: string;
+  /** Listening and holding an in-sync view of the cluster. */
+  ready: boolean;
+  ports: EnginePorts;
+  /** Workers connected to this child. */
+  workers: number;
+  /** Routes in this child's table (the whole cluster's). */
+  routes: number;
+}
+
+/** A child that could not start (before the cluster was ever ready, the primary gives up). */
+export interface ChildFatalMessage {
+  sy: 'fatal';
+  index: number;
+  code: string;
+  message: string;
+}
+
+export function isChildFatal(message: unknown): message is ChildFatalMessage {
+  return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === 'fatal';
+}
+
+export interface ShutdownMessage {
+  sy: 'shutdown';
+}
+
+export function isChildStatus(message: unknown): message is ChildStatusMessage {
+  return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === 'status';
+}
+
+export function isShutdown(message: unknown): message is ShutdownMessage {
+  return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === 'shutdown';
+}
+
+/** What the primary hands a child through its environment: the validated config and its place. */
+export interface ChildBootstrap {
+  config: EngineConfig;
+  index: number;
+  nodeId: string;
+  secret: string;
+}
+
+export const CHILD_BOOTSTRAP_ENV = 'SWITCHYARD_CHILD_BOOTSTRAP';

@@ -1,0 +1,131 @@
+import { createHash } from 'node:crypto';
+import { unlinkSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { EngineConfig } from '../config/types.js';
+import { Engine } from '../engine.js';
+import type { Bus } from './bus.js';
+import type { ChildBootstrap, ChildFatalMessage, ChildStatusMessage } from './child-messages.js';
+import { isShutdown } from './child-messages.js';
+import { IpcBus } from './ipc-bus.js';
+import { processChannel } from './ipc-channel.js';
+import type { PeerIdentity } from './peer-id.js';
+import { peerIdentity } from './peer-id.js';
+import { RedisBus } from './redis-bus.js';
+
+const STATUS_POLL_MS = 250;
+
+/** Unix socket paths are limited to ~107 bytes: name the socket after a hash of the peer id. */
+export function forwardSocketPath(peerId: string): string {
+  return join(tmpdir(), `switchyard-${createHash('sha256').update(peerId).digest('hex').slice(0, 20)}.sock`);
+}
+
+/** The concurrency limit is per engine node; each child enforces its share. */
+function childConfig(config: EngineConfig): EngineConfig {
+  const share = Math.max(1, Math.ceil(config.api.concurrencyRequestLimit / config.cluster.processes));
+  return { ...config, api: { ...config.api, concurrencyRequestLimit: share } };
+}
+
+function makeBus(config: EngineConfig, identity: PeerIdentity, logger: Logger): Bus {
+  const { redisUrl, name, heartbeatMs, leaseMs } = config.cluster;
+  if (redisUrl === undefined) return new IpcBus(processChannel(), identity.peerId, name, logger);
+  return new RedisBus({ url: redisUrl, cluster: name, peerId: identity.peerId, heartbeatMs, leaseMs, logger });
+}
+
+/**
+ * A node:cluster child: one engine process. It reports its status to the primary, drains when the
+ * primary says so, and exits when the primary is gone (no orphans).
+ */
+export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): Promise<void> {
+  const identity = peerIdentity(bootstrap.nodeId, bootstrap.index);
+  const logger = rootLogger.child({ peerId: identity.peerId });
+  const config = childConfig(bootstrap.config);
+  const socketPath = forwardSocketPath(identity.peerId);
+  const { redisUrl, forwardPort, advertiseHost } = config.cluster;
+  const engine = new Engine({
+    config,
+    logger,
+    cluster: {
+      identity,
+      bus: makeBus(config, identity, logger.child({ module: 'bus' })),
+      secret: bootstrap.secret,
+      clusterName: config.cluster.name,
+      socketPath,
+      ...(redisUrl === undefined
+        ? {}
+        : {
+            tcp: {
+              bindHost: '0.0.0.0',
+              // A fixed forward_port is the first child's; child i listens on forward_port + i.
+              port: forwardPort === undefined || forwardPort === 0 ? 0 : forwardPort + bootstrap.index,
+              advertiseHost: advertiseHost ?? hostname(),
+            },
+          }),
+    },
+  });
+
+  let exiting = false;
+  const exit = (code: number, why: string): void => {
+    if (exiting) return;
+    exiting = true;
+    logger.info({ why }, 'child stopping');
+    clearInterval(poll);
+    engine
+      .close()
+      .catch((err: unknown) => logger.error({ err }, 'child close failed'))
+      .finally(() => {
+        try {
+          unlinkSync(socketPath);
+        } catch {
+          // already removed by the listener's close
+        }
+        logger.flush();
+        process.exit(code);
+      });
+  };
+  // The primary coordinates shutdown: a terminal's Ctrl-C reaches the whole process group.
+  process.on('SIGINT', () => undefined);
+  process.on('SIGTERM', () => exit(0, 'SIGTERM'));
+  process.on('disconnect', () => exit(0, 'primary gone'));
+  process.on('message', (message: unknown) => {
+    if (isShutdown(message)) exit(0, 'primary asked to shut down');
+  });
+
+  let last = '';
+  let ports: ChildStatusMessage['ports'] | undefined;
+  // Sent on change only: readiness, connected workers, routes in the table.
+  const report = (): void => {
+    if (ports === undefined || exiting) return;
+    const ready = engine.ready();
+    const workers = engine.hub.size;
+    const routes = engine.table.current().router.size;
+    const key = `${String(ready)}/${workers}/${routes}`;
+    if (key === last) return;
+    last = key;
+    const status: ChildStatusMessage = { sy: 'status', index: bootstrap.index, peerId: identity.peerId, ready, ports, workers, routes };
+    if (process.connected) process.send?.(status);
+  };
+  const poll = setInterval(report, STATUS_POLL_MS);
+  try {
+    ports = await engine.start();
+  } catch (err) {
+    logger.fatal({ err }, 'child failed to start');
+    const failure = err as NodeJS.ErrnoException & { address?: string; port?: number };
+    // In a cluster child the primary binds the shared ports, so the failure may say bind or listen.
+    const bindFailed = failure.syscall === 'listen' || failure.syscall === 'bind';
+    const fatal: ChildFatalMessage = {
+      sy: 'fatal',
+      index: bootstrap.index,
+      code: bindFailed ? 'LISTEN_FAILED' : 'START_FAILED',
+      message:
+        bindFailed
+          ? `cannot bind ${failure.address ?? '?'}:${failure.port ?? '?'} (${failure.code ?? failure.message})`
+          : failure.message,
+    };
+    if (process.connected) process.send?.(fatal);
+    exit(1, 'start failed');
+    return;
+  }
+  report();
+}

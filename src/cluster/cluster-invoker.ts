@@ -1,0 +1,69 @@
+import type { Logger } from 'pino';
+import type { ForwardResult } from '../forwarding/forward-client.js';
+import type { InvocationOutcome, InvokeOptions, Invoker } from '../invocation/invoker.js';
+import { engineFailure } from '../invocation/invoker.js';
+import type { RouteTable } from '../routing/route-table.js';
+import type { PeerPool } from './peer-pool.js';
+
+/**
+ * The invoker of a cluster child: a worker on this process is called directly; otherwise the call is
+ * forwarded to a peer that owns the function. Remote owners are balanced round-robin. A forward that
+ * never reached a worker (peer unreachable, worker just left it) is tried on the next owner; once a
+ * call was dispatched it is never retried, because the worker may have run it.
+ */
+export class ClusterInvoker implements Invoker {
+  private turn = 0;
+
+  constructor(
+    private readonly local: Invoker,
+    private readonly table: RouteTable,
+    private readonly peers: PeerPool,
+    private readonly selfPeerId: string,
+    private readonly logger: Logger,
+  ) {}
+
+  invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
+    if (this.local.has(functionId)) return this.local.invoke(functionId, data, options);
+    const owners = this.remoteOwners(functionId);
+    if (owners.length === 0) {
+      return Promise.resolve(engineFailure('FUNCTION_UNAVAILABLE', `no connected worker serves ${functionId}`));
+    }
+    return this.forward(functionId, data, options, owners);
+  }
+
+  fire(functionId: string, data: unknown): boolean {
+    if (this.local.has(functionId)) return this.local.fire(functionId, data);
+    const owners = this.remoteOwners(functionId);
+    const owner = owners[this.turn++ % Math.max(owners.length, 1)];
+    if (owner === undefined) return false;
+    return this.peers.fire(owner, functionId, data);
+  }
+
+  has(functionId: string): boolean {
+    return this.local.has(functionId) || this.remoteOwners(functionId).length > 0;
+  }
+
+  private remoteOwners(functionId: string): readonly string[] {
+    const owners = this.table.current().functionOwners.get(functionId);
+    if (owners === undefined) return [];
+    return owners.includes(this.selfPeerId) ? owners.filter((owner) => owner !== this.selfPeerId) : owners;
+  }
+
+  private async forward(
+    functionId: string,
+    data: unknown,
+    options: InvokeOptions,
+    owners: readonly string[],
+  ): Promise<InvocationOutcome> {
+    const start = this.turn++;
+    let lastReason = 'no owner reachable';
+    for (let i = 0; i < owners.length; i++) {
+      const owner = owners[(start + i) % owners.length] as string;
+      const result: ForwardResult = await this.peers.invoke(owner, functionId, data, options);
+      if (result.dispatched) return result.outcome;
+      lastReason = result.reason;
+      this.logger.debug({ functionId, peerId: owner, reason: result.reason, requestId: options.requestId }, 'forward not dispatched; trying the next owner');
+    }
+    return engineFailure('FUNCTION_UNAVAILABLE', `no owner of ${functionId} could take the call (${lastReason})`);
+  }
+}

@@ -1,0 +1,193 @@
+import { randomBytes } from 'node:crypto';
+import cluster from 'node:cluster';
+import type { Worker as ClusterWorker } from 'node:cluster';
+import type { Logger } from 'pino';
+import type { EngineConfig } from '../config/types.js';
+import type { EnginePorts } from '../engine.js';
+import { AdminServer } from '../observability/admin-server.js';
+import type { ChildBootstrap, ChildStatusMessage } from './child-messages.js';
+import { CHILD_BOOTSTRAP_ENV, isChildFatal, isChildStatus } from './child-messages.js';
+import type { IpcChannel } from './ipc-channel.js';
+import { IpcRelay } from './ipc-relay.js';
+import { defaultNodeId } from './peer-id.js';
+
+const RESTART_BASE_MS = 100;
+const RESTART_MAX_MS = 5000;
+/** A child that lived this long is healthy again: its next crash restarts at the base delay. */
+const STABLE_AFTER_MS = 10_000;
+/** Children get the drain grace plus this before they are killed. */
+const SHUTDOWN_SLACK_MS = 5000;
+
+interface Slot {
+  index: number;
+  worker: ClusterWorker | undefined;
+  channel: IpcChannel | undefined;
+  status: ChildStatusMessage | undefined;
+  startedAt: number;
+  crashes: number;
+  restartTimer: NodeJS.Timeout | undefined;
+}
+
+function channelOf(worker: ClusterWorker): IpcChannel {
+  return {
+    send: (message) => {
+      if (worker.isConnected()) worker.send(message as never);
+    },
+    onMessage: (listener) => {
+      worker.on('message', listener);
+      return () => worker.off('message', listener);
+    },
+  };
+}
+
+export interface PrimaryOptions {
+  config: EngineConfig;
+  logger: Logger;
+  configSource: string;
+  drainGraceMs: number;
+  /** A child could not start before the cluster was ever ready: the process should exit 1. */
+  onFatal: (code: string, message: string) => void;
+}
+
+/**
+ * The primary process (docs/cluster.md#processes): forks the children, restarts a crashed one with
+ * backoff, relays the embedded bus, serves admin, and drains everything on shutdown. It serves no
+ * user traffic itself.
+ */
+export class Primary {
+  private readonly slots: Slot[] = [];
+  private readonly relay: IpcRelay;
+  private readonly admin: AdminServer;
+  private readonly bootstrap: Omit<ChildBootstrap, 'index'>;
+  private shuttingDown = false;
+  private announced = false;
+  private adminPort: number | undefined;
+
+  constructor(private readonly options: PrimaryOptions) {
+    const { config, logger } = options;
+    this.relay = new IpcRelay(config.cluster.name, logger.child({ module: 'relay' }));
+    this.bootstrap = {
+      config,
+      nodeId: config.cluster.nodeId ?? defaultNodeId(),
+      // Embedded mode without a configured secret: a fresh one per primary, shared by its children only.
+      secret: config.cluster.secret ?? randomBytes(32).toString('hex'),
+    };
+    this.admin = new AdminServer(
+      config.admin,
+      { ready: () => this.ready(), status: () => this.status() },
+      logger.child({ module: 'admin' }),
+    );
+  }
+
+  /** Every child listens and holds an in-sync table, and we are not draining. */
+  ready(): boolean {
+    return !this.shuttingDown && this.slots.length > 0 && this.slots.every((slot) => slot.status?.ready === true);
+  }
+
+  private status(): Record<string, unknown> {
+    const ports = this.slots.find((slot) => slot.status !== undefined)?.status?.ports;
+    return {
+      ...(ports === undefined ? {} : { http: ports.http, workers: ports.workers }),
+      connectedWorkers: this.slots.reduce((sum, slot) => sum + (slot.status?.workers ?? 0), 0),
+      routes: Math.max(0, ...this.slots.map((slot) => slot.status?.routes ?? 0)),
+      nodeId: this.bootstrap.nodeId,
+      children: this.slots.map((slot) => ({
+        index: slot.index,
+        pid: slot.worker?.process.pid,
+        peerId: slot.status?.peerId,
+        ready: slot.status?.ready ?? false,
+        workers: slot.status?.workers ?? 0,
+      })),
+    };
+  }
+
+  async start(): Promise<void> {
+    this.adminPort = await this.admin.start();
+    for (let index = 0; index < this.options.config.cluster.processes; index++) {
+      const slot: Slot = { index, worker: undefined, channel: undefined, status: undefined, startedAt: 0, crashes: 0, restartTimer: undefined };
+      this.slots.push(slot);
+      this.fork(slot);
+    }
+  }
+
+  private fork(slot: Slot): void {
+    const bootstrap: ChildBootstrap = { ...this.bootstrap, index: slot.index };
+    const worker = cluster.fork({ [CHILD_BOOTSTRAP_ENV]: JSON.stringify(bootstrap) });
+    const channel = channelOf(worker);
+    slot.worker = worker;
+    slot.channel = channel;
+    slot.status = undefined;
+    slot.startedAt = Date.now();
+    this.relay.attach(channel);
+    worker.on('message', (message: unknown) => {
+      if (isChildStatus(message)) this.onStatus(slot, message);
+      // Once the cluster has been ready, a failing child is restarted like any crash instead.
+      else if (isChildFatal(message) && !this.announced) this.options.onFatal(message.code, message.message);
+    });
+    worker.on('error', (err: Error) => this.options.logger.warn({ err, index: slot.index }, 'child IPC error'));
+    worker.on('exit', (code: number | null, signal: string | null) => this.onExit(slot, worker, code, signal));
+  }
+
+  private onStatus(slot: Slot, status: ChildStatusMessage): void {
+    const readinessChanged = slot.status?.ready !== status.ready;
+    slot.status = status;
+    if (readinessChanged) this.options.logger.info({ index: slot.index, peerId: status.peerId, ready: status.ready }, 'child readiness');
+    if (!this.announced && this.ready()) {
+      this.announced = true;
+      const ports: EnginePorts = status.ports;
+      this.options.logger.info(
+        {
+          http: ports.http,
+          workers: ports.workers,
+          admin: this.adminPort,
+          processes: this.slots.length,
+          nodeId: this.bootstrap.nodeId,
+          mode: this.options.config.cluster.redisUrl === undefined ? 'embedded' : 'redis',
+          config: this.options.configSource,
+        },
+        'switchyard ready',
+      );
+    }
+  }
+
+  private onExit(slot: Slot, worker: ClusterWorker, code: number | null, signal: string | null): void {
+    if (slot.channel !== undefined) this.relay.detach(slot.channel);
+    if (slot.worker !== worker) return;
+    slot.worker = undefined;
+    slot.channel = undefined;
+    slot.status = undefined;
+    if (this.shuttingDown) return;
+    slot.crashes = Date.now() - slot.startedAt >= STABLE_AFTER_MS ? 1 : slot.crashes + 1;
+    const delay = Math.min(RESTART_BASE_MS * 2 ** (slot.crashes - 1), RESTART_MAX_MS);
+    this.options.logger.warn({ index: slot.index, code, signal, restartInMs: delay }, 'child exited; restarting');
+    slot.restartTimer = setTimeout(() => {
+      slot.restartTimer = undefined;
+      if (!this.shuttingDown) this.fork(slot);
+    }, delay);
+  }
+
+  /** Readiness goes 503, children drain and exit, stragglers are killed after the grace. */
+  async shutdown(): Promise<void> {
+    if (this.shuttingDown) return;
+    this.shuttingDown = true;
+    const exits: Promise<void>[] = [];
+    for (const slot of this.slots) {
+      clearTimeout(slot.restartTimer);
+      const worker = slot.worker;
+      if (worker === undefined || worker.isDead()) continue;
+      exits.push(new Promise<void>((resolve) => worker.once('exit', () => resolve())));
+      slot.channel?.send({ sy: 'shutdown' });
+    }
+    const deadline = setTimeout(() => {
+      for (const slot of this.slots) {
+        if (slot.worker !== undefined && !slot.worker.isDead()) {
+          this.options.logger.warn({ index: slot.index }, 'child did not exit in time; killing it');
+          slot.worker.process.kill('SIGKILL');
+        }
+      }
+    }, this.options.drainGraceMs + SHUTDOWN_SLACK_MS);
+    await Promise.all(exits);
+    clearTimeout(deadline);
+    await this.admin.close();
+  }
+}

@@ -1,0 +1,41 @@
+import type { BusDecode } from './bus-messages.js';
+import { decodeBusEnvelope } from './bus-messages.js';
+
+/** Glob metacharacters of Redis MATCH patterns; a cluster name containing them must match literally. */
+const GLOB_SPECIAL = /[\\*?[\]^]/g;
+
+/**
+ * Names one cluster's Redis state: a key per peer (`<cluster>:peer:<peerId>`, holding that peer's
+ * snapshot envelope under a lease) and one pub/sub channel (`<cluster>:bus`).
+ */
+export class RedisKeyspace {
+  readonly channel: string;
+  readonly peerPattern: string;
+  private readonly peerPrefix: string;
+
+  constructor(readonly cluster: string) {
+    this.channel = `${cluster}:bus`;
+    this.peerPrefix = `${cluster}:peer:`;
+    this.peerPattern = `${this.peerPrefix.replace(GLOB_SPECIAL, (c) => `\\${c}`)}*`;
+  }
+
+  peerKey(peerId: string): string {
+    return `${this.peerPrefix}${peerId}`;
+  }
+
+  /** The peer id a key names, or undefined for a key outside this cluster's peer keys. */
+  peerIdOf(key: string): string | undefined {
+    return key.startsWith(this.peerPrefix) ? key.slice(this.peerPrefix.length) : undefined;
+  }
+
+  /** Text from the channel or a peer key, through the one bus decoder. */
+  decode(text: string): BusDecode {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      return { ok: false, code: 'BUS_MALFORMED', reason: 'not JSON' };
+    }
+    return decodeBusEnvelope(raw, this.cluster);
+  }
+}

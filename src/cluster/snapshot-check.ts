@@ -1,0 +1,98 @@
+import type { FunctionRecord, OwnerSnapshot, PeerEndpoint, TriggerRecord } from '../routing/registrations.js';
+import { validateTrigger } from '../routing/trigger-config.js';
+
+/**
+ * A peer's snapshot is checked field by field before it reaches the table, and its triggers are
+ * validated again from their plain config (patterns are re-parsed here, never taken from the wire):
+ * one bad or hostile message must not be able to crash every process that receives it.
+ */
+export type SnapshotCheck = { ok: true; snapshot: OwnerSnapshot } | { ok: false; reason: string };
+
+type Obj = Record<string, unknown>;
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
+const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+function checkFunction(v: unknown): FunctionRecord | string {
+  if (!isObject(v) || !isText(v.id) || typeof v.workerId !== 'string') return 'function needs id and workerId';
+  const record: FunctionRecord = { id: v.id, workerId: v.workerId };
+  if (typeof v.description === 'string') record.description = v.description;
+  return record;
+}
+
+/** The trigger's config as a worker would have sent it, rebuilt from the record. */
+function plainConfig(v: Obj): { type: string; config: Obj } | string {
+  if (v.type === 'http' && isObject(v.http)) {
+    const h = v.http;
+    return {
+      type: 'http',
+      config: {
+        api_path: h.apiPath,
+        http_method: h.httpMethod,
+        condition_function_id: h.conditionFunctionId,
+        middleware_function_ids: h.middlewareFunctionIds,
+      },
+    };
+  }
+  if (v.type === 'http_middleware' && isObject(v.middleware)) {
+    const m = v.middleware;
+    return {
+      type: 'http_middleware',
+      config: { phase: m.phase, priority: m.priority, scope: m.scopePath === undefined ? undefined : { path: m.scopePath } },
+    };
+  }
+  return `unknown trigger type ${JSON.stringify(v.type)}`;
+}
+
+function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord | string {
+  if (!isObject(v) || !isText(v.id) || !isText(v.functionId) || typeof v.workerId !== 'string') {
+    return 'trigger needs id, functionId and workerId';
+  }
+  if (!isNumber(v.registeredAt) || !isNumber(v.seq)) return 'trigger needs numeric registeredAt and seq';
+  const plain = plainConfig(v);
+  if (typeof plain === 'string') return plain;
+  const validation = validateTrigger(plain.type, plain.config, ignoreTrailingSlash);
+  if (!validation.ok) return validation.message;
+  return { ...validation.spec, id: v.id, functionId: v.functionId, workerId: v.workerId, registeredAt: v.registeredAt, seq: v.seq };
+}
+
+function checkEndpoint(v: unknown): PeerEndpoint | string {
+  if (!isObject(v) || !isText(v.nodeId)) return 'endpoint needs nodeId';
+  const endpoint: PeerEndpoint = { nodeId: v.nodeId };
+  if (v.socketPath !== undefined) {
+    if (!isText(v.socketPath)) return 'endpoint socketPath must be a string';
+    endpoint.socketPath = v.socketPath;
+  }
+  if (v.host !== undefined || v.port !== undefined) {
+    if (!isText(v.host) || !Number.isInteger(v.port) || (v.port as number) < 1 || (v.port as number) > 65535) {
+      return 'endpoint host/port invalid';
+    }
+    endpoint.host = v.host;
+    endpoint.port = v.port as number;
+  }
+  return endpoint;
+}
+
+export function checkSnapshot(raw: unknown, ignoreTrailingSlash: boolean): SnapshotCheck {
+  if (!isObject(raw) || !isText(raw.ownerId) || !isNumber(raw.version)) return { ok: false, reason: 'snapshot needs ownerId and version' };
+  if (!Array.isArray(raw.functions) || !Array.isArray(raw.triggers)) return { ok: false, reason: 'snapshot needs functions and triggers arrays' };
+  const functions: FunctionRecord[] = [];
+  for (const item of raw.functions) {
+    const checked = checkFunction(item);
+    if (typeof checked === 'string') return { ok: false, reason: checked };
+    functions.push(checked);
+  }
+  const triggers: TriggerRecord[] = [];
+  for (const item of raw.triggers) {
+    const checked = checkTrigger(item, ignoreTrailingSlash);
+    if (typeof checked === 'string') return { ok: false, reason: checked };
+    triggers.push(checked);
+  }
+  const snapshot: OwnerSnapshot = { ownerId: raw.ownerId, version: raw.version, functions, triggers };
+  if (raw.endpoint !== undefined) {
+    const endpoint = checkEndpoint(raw.endpoint);
+    if (typeof endpoint === 'string') return { ok: false, reason: endpoint };
+    snapshot.endpoint = endpoint;
+  }
+  return { ok: true, snapshot };
+}

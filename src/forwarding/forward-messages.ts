@@ -1,0 +1,200 @@
+import type { EngineFailureCode, InvocationOutcome } from '../invocation/invoker.js';
+import { RawJson, toJson } from '../invocation/raw-json.js';
+import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
+
+/**
+ * The forward protocol, between engine processes ("peers"). One persistent connection per pair
+ * (Unix socket on one host, TCP across hosts) carries any number of calls at once; results come
+ * back in whatever order they finish, matched by call id. Frames: see forward-frames.ts.
+ *
+ *   client → server  [0 hello, version, cluster, secret, peerId]        first frame, always
+ *   server → client  [1 helloOk, version]                               or
+ *   server → client  [2 reject, reason]                                 then the server closes
+ *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid]
+ *   server → client  [4 resultOk, id, valueJson|null]
+ *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
+ *   server → client  [6 resultEngineError, id, code, message]
+ *
+ * - The deadline travels as the time left, since the peers' clocks are unrelated; the server
+ *   rebuilds it on its own `performance.now()` clock.
+ * - A void call (`isVoid`, id 0) gets no result.
+ * - An engine FUNCTION_UNAVAILABLE result means the call ran nowhere (the worker left that peer, or
+ *   the peer is draining): the client reports it as not dispatched so another owner can be tried.
+ * - Anything unexpected (bad length, undecodable body, wrong shape, a call before the handshake, a
+ *   frame over the size limit) ends the connection; a refused handshake is told why first.
+ * - Messages are msgpack arrays, kind first: positional fields encode and decode faster than maps,
+ *   and elements past the ones listed here are ignored, so a later version can append fields.
+ * - Call data and result values travel as JSON text, not as msgpack structures: msgpackr renames
+ *   `__proto__` keys, and a forwarded request must reach the worker exactly as a local one would.
+ *   The owner splices the data text into the worker's frame as is (RawJson), saving a parse and a
+ *   serialisation per forwarded call.
+ */
+export const FORWARD_PROTOCOL_VERSION = 1;
+
+/** Handshake frames are tiny; a connection that has not said hello cannot make us buffer more. */
+export const HELLO_MAX_FRAME_BYTES = 4096;
+
+const KIND = {
+  hello: 0,
+  helloOk: 1,
+  reject: 2,
+  call: 3,
+  resultOk: 4,
+  resultWorkerError: 5,
+  resultEngineError: 6,
+} as const;
+
+export interface HelloMessage {
+  kind: 'hello';
+  version: number;
+  cluster: string;
+  secret: string;
+  peerId: string;
+}
+
+export interface CallMessage {
+  kind: 'call';
+  /** Matches the result; 0 for void calls, which get none. */
+  id: number;
+  functionId: string;
+  data: unknown;
+  /** Time left, not an absolute deadline: the two ends' clocks are unrelated. */
+  remainingMs: number;
+  requestId: string | undefined;
+  isVoid: boolean;
+}
+
+export type ClientMessage = HelloMessage | CallMessage;
+
+export type ServerMessage =
+  | { kind: 'helloOk'; version: number }
+  /** Sent just before the server closes a connection it refuses, so the client can say why. */
+  | { kind: 'reject'; reason: string }
+  | { kind: 'result'; id: number; outcome: InvocationOutcome };
+
+export function encodeHello(hello: Omit<HelloMessage, 'kind'>): Buffer {
+  return encodeFrame([KIND.hello, hello.version, hello.cluster, hello.secret, hello.peerId], HELLO_MAX_FRAME_BYTES);
+}
+
+export function encodeHelloOk(): Buffer {
+  return encodeFrame([KIND.helloOk, FORWARD_PROTOCOL_VERSION]);
+}
+
+export function encodeReject(reason: string): Buffer {
+  return encodeFrame([KIND.reject, reason]);
+}
+
+export function encodeCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: number): Buffer {
+  return encodeFrame(
+    [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid],
+    maxFrameBytes,
+  );
+}
+
+export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameBytes: number): Buffer {
+  if (outcome.ok) {
+    const valueJson = outcome.value === undefined ? null : toJson(outcome.value);
+    return encodeFrame([KIND.resultOk, id, valueJson], maxFrameBytes);
+  }
+  const failure = outcome.failure;
+  if (failure.source === 'engine') return encodeFrame([KIND.resultEngineError, id, failure.code, failure.message]);
+  return encodeFrame([KIND.resultWorkerError, id, failure.code, failure.message, failure.stacktrace ?? null]);
+}
+
+const ENGINE_CODES: ReadonlySet<string> = new Set<EngineFailureCode>([
+  'TIMEOUT',
+  'WORKER_DISCONNECTED',
+  'FUNCTION_UNAVAILABLE',
+  'SHUTTING_DOWN',
+]);
+
+function malformed(what: string): FrameError {
+  return new FrameError('FORWARD_FRAME_MALFORMED', `malformed ${what}`);
+}
+
+function decodeArray(body: Buffer): unknown[] {
+  const value = decodeBody(body);
+  if (!Array.isArray(value) || value.length === 0) throw malformed('frame: not a message array');
+  return value;
+}
+
+const isId = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isString = (v: unknown): v is string => typeof v === 'string';
+
+/** The one decoder for frames a client sends: a typed message or a FrameError. */
+export function decodeClientMessage(body: Buffer): ClientMessage {
+  const m = decodeArray(body);
+  switch (m[0]) {
+    case KIND.hello: {
+      const [, version, cluster, secret, peerId] = m;
+      if (!isId(version) || !isString(cluster) || !isString(secret) || !isString(peerId)) throw malformed('hello');
+      return { kind: 'hello', version, cluster, secret, peerId };
+    }
+    case KIND.call: {
+      const [, id, functionId, data, remainingMs, requestId, isVoid] = m;
+      if (
+        !isId(id) ||
+        !isString(functionId) ||
+        functionId.length === 0 ||
+        !isString(data) ||
+        typeof remainingMs !== 'number' ||
+        !Number.isFinite(remainingMs) ||
+        !(requestId === null || isString(requestId)) ||
+        typeof isVoid !== 'boolean'
+      ) {
+        throw malformed('call');
+      }
+      return { kind: 'call', id, functionId, data: new RawJson(data), remainingMs, requestId: requestId ?? undefined, isVoid };
+    }
+    default:
+      throw malformed(`frame: unknown client message kind ${String(m[0])}`);
+  }
+}
+
+/** The one decoder for frames a server sends: a typed message or a FrameError. */
+export function decodeServerMessage(body: Buffer): ServerMessage {
+  const m = decodeArray(body);
+  switch (m[0]) {
+    case KIND.helloOk:
+      if (!isId(m[1])) throw malformed('hello answer');
+      return { kind: 'helloOk', version: m[1] };
+    case KIND.reject:
+      if (!isString(m[1])) throw malformed('reject');
+      return { kind: 'reject', reason: m[1] };
+    case KIND.resultOk: {
+      const [, id, valueJson] = m;
+      if (!isId(id) || !(valueJson === null || isString(valueJson))) throw malformed('result');
+      let value: unknown;
+      try {
+        value = valueJson === null ? undefined : JSON.parse(valueJson);
+      } catch {
+        throw malformed('result: value is not JSON');
+      }
+      return { kind: 'result', id, outcome: { ok: true, value } };
+    }
+    case KIND.resultWorkerError: {
+      const [, id, code, message, stacktrace] = m;
+      if (!isId(id) || !isString(code) || !isString(message) || !(stacktrace === null || isString(stacktrace))) {
+        throw malformed('worker error result');
+      }
+      const failure =
+        stacktrace === null
+          ? { source: 'worker' as const, code, message }
+          : { source: 'worker' as const, code, message, stacktrace };
+      return { kind: 'result', id, outcome: { ok: false, failure } };
+    }
+    case KIND.resultEngineError: {
+      const [, id, code, message] = m;
+      if (!isId(id) || !isString(code) || !ENGINE_CODES.has(code) || !isString(message)) {
+        throw malformed('engine error result');
+      }
+      return {
+        kind: 'result',
+        id,
+        outcome: { ok: false, failure: { source: 'engine', code: code as EngineFailureCode, message } },
+      };
+    }
+    default:
+      throw malformed(`frame: unknown server message kind ${String(m[0])}`);
+  }
+}

@@ -1,0 +1,286 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer } from 'node:net';
+import type { Server, Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
+import { engineFailure } from '../invocation/invoker.js';
+import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameWriter } from './forward-frames.js';
+import { listen, listenUnix } from './forward-listen.js';
+import type { CallMessage, ClientMessage } from './forward-messages.js';
+import {
+  FORWARD_PROTOCOL_VERSION,
+  HELLO_MAX_FRAME_BYTES,
+  decodeClientMessage,
+  encodeHelloOk,
+  encodeReject,
+  encodeResult,
+} from './forward-messages.js';
+
+export interface ForwardServerOptions {
+  /** Unix socket for sibling processes on this host. */
+  socketPath?: string;
+  /** TCP listener for peers on other hosts; port 0 picks a free port. */
+  tcp?: { host: string; port: number };
+  secret: string;
+  cluster: string;
+  /** The LOCAL invoker: a forwarded call is never forwarded again. */
+  invoker: Invoker;
+  logger: Logger;
+  maxFrameBytes?: number;
+  /** A connection that has not completed the handshake by then is closed. */
+  helloTimeoutMs?: number;
+  /** How long close() lets calls in progress finish before it ends the connections. */
+  drainTimeoutMs?: number;
+}
+
+interface PeerConnection {
+  socket: Socket;
+  writer: FrameWriter;
+  decoder: FrameDecoder;
+  state: 'hello' | 'ready' | 'closed';
+  remote: string;
+  peerId: string | undefined;
+  inFlight: number;
+  helloTimer: NodeJS.Timeout | undefined;
+}
+
+const DEFAULT_HELLO_TIMEOUT_MS = 5000;
+const DEFAULT_DRAIN_TIMEOUT_MS = 2000;
+// A refused client gets this long to read the reason and hang up before its socket is destroyed.
+const REJECT_GRACE_MS = 1000;
+const KEEPALIVE_DELAY_MS = 10_000;
+
+const digest = (secret: string): Buffer => createHash('sha256').update(secret).digest();
+
+/**
+ * The forward listener: peers' calls come in over a Unix socket and/or TCP, run through the local
+ * invoker, and their outcomes go back on the same connection as soon as each one is known (in any
+ * order). Only clients that present the cluster name and secret are served. The protocol: forward-messages.ts.
+ */
+export class ForwardServer {
+  private readonly servers: Server[] = [];
+  private readonly connections = new Set<PeerConnection>();
+  private readonly logger: Logger;
+  private readonly secretDigest: Buffer;
+  private readonly maxFrameBytes: number;
+  private draining = false;
+  private closing: Promise<void> | undefined;
+  private drained: (() => void) | undefined;
+
+  constructor(private readonly options: ForwardServerOptions) {
+    if (options.socketPath === undefined && options.tcp === undefined) {
+      throw new TypeError('the forward server needs a socketPath, a tcp address, or both');
+    }
+    if (options.secret.length === 0) throw new TypeError('the forward server needs a non-empty cluster secret');
+    this.logger = options.logger;
+    // Digests have one length, so timingSafeEqual can compare them without leaking the secret's.
+    this.secretDigest = digest(options.secret);
+    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  }
+
+  async start(): Promise<{ socketPath?: string; port?: number }> {
+    const bound: { socketPath?: string; port?: number } = {};
+    if (this.options.socketPath !== undefined) {
+      await listenUnix(this.newServer(), this.options.socketPath);
+      bound.socketPath = this.options.socketPath;
+    }
+    if (this.options.tcp !== undefined) {
+      const server = this.newServer();
+      // exclusive: inside a node:cluster child a shared handle would hand peers to random siblings.
+      await listen(server, { host: this.options.tcp.host, port: this.options.tcp.port, exclusive: true });
+      const address = server.address();
+      if (address !== null && typeof address === 'object') bound.port = address.port;
+    }
+    this.logger.info(bound, 'forward listener started');
+    return bound;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.draining = true;
+    const stopped = this.servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve())));
+    await this.drain(this.options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS);
+    const ended = [...this.connections].map((connection) => this.end(connection));
+    await Promise.all([...ended, ...stopped]);
+  }
+
+  /** Waits until no call is in progress, or the timeout. */
+  private async drain(timeoutMs: number): Promise<void> {
+    if (this.inFlight() === 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.drained = undefined;
+  }
+
+  private inFlight(): number {
+    let count = 0;
+    for (const connection of this.connections) count += connection.inFlight;
+    return count;
+  }
+
+  private end(connection: PeerConnection): Promise<void> {
+    connection.state = 'closed';
+    clearTimeout(connection.helloTimer);
+    const { socket } = connection;
+    if (socket.closed) return Promise.resolve();
+    connection.writer.flush();
+    return new Promise<void>((resolve) => {
+      const force = setTimeout(() => socket.destroy(), REJECT_GRACE_MS);
+      socket.once('close', () => {
+        clearTimeout(force);
+        resolve();
+      });
+      socket.end();
+    });
+  }
+
+  private newServer(): Server {
+    const server = createServer((socket) => this.accept(socket));
+    this.servers.push(server);
+    return server;
+  }
+
+  private accept(socket: Socket): void {
+    if (this.draining) {
+      socket.destroy();
+      return;
+    }
+    socket.setNoDelay(true);
+    if (socket.remoteAddress !== undefined) socket.setKeepAlive(true, KEEPALIVE_DELAY_MS);
+    const remote = socket.remoteAddress === undefined ? (this.options.socketPath ?? 'unix') : `${socket.remoteAddress}:${socket.remotePort}`;
+    const connection: PeerConnection = {
+      socket,
+      writer: new FrameWriter(socket),
+      decoder: new FrameDecoder(HELLO_MAX_FRAME_BYTES),
+      state: 'hello',
+      remote,
+      peerId: undefined,
+      inFlight: 0,
+      helloTimer: undefined,
+    };
+    const helloTimeoutMs = this.options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
+    connection.helloTimer = setTimeout(() => this.reject(connection, `no handshake within ${helloTimeoutMs} ms`), helloTimeoutMs);
+    this.connections.add(connection);
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        connection.decoder.push(chunk, (body) => {
+          if (connection.state !== 'closed') this.onMessage(connection, decodeClientMessage(body));
+        });
+      } catch (err) {
+        this.reject(connection, (err as Error).message);
+      }
+    });
+    socket.on('error', (err) => {
+      this.logger.debug({ err, remote }, 'forward connection error');
+    });
+    socket.on('close', () => {
+      connection.state = 'closed';
+      clearTimeout(connection.helloTimer);
+      this.connections.delete(connection);
+      // Its calls no longer count toward the drain: their answers have nowhere to go.
+      if (this.drained !== undefined && this.inFlight() === 0) this.drained();
+      this.logger.debug({ remote, peerId: connection.peerId }, 'forward connection closed');
+    });
+  }
+
+  private onMessage(connection: PeerConnection, message: ClientMessage): void {
+    if (connection.state === 'ready') {
+      if (message.kind === 'call') this.onCall(connection, message);
+      else this.reject(connection, 'second hello on a connection');
+      return;
+    }
+    if (message.kind !== 'hello') {
+      this.reject(connection, 'call before the handshake');
+      return;
+    }
+    const reason = this.checkHello(message.version, message.cluster, message.secret);
+    if (reason !== undefined) {
+      this.reject(connection, reason, message.peerId);
+      return;
+    }
+    connection.state = 'ready';
+    connection.peerId = message.peerId;
+    connection.decoder.maxFrameBytes = this.maxFrameBytes;
+    clearTimeout(connection.helloTimer);
+    connection.writer.write(encodeHelloOk());
+    this.logger.debug({ remote: connection.remote, peerId: message.peerId }, 'forward connection accepted');
+  }
+
+  private checkHello(version: number, cluster: string, secret: string): string | undefined {
+    if (version !== FORWARD_PROTOCOL_VERSION) return `unsupported protocol version ${version} (this peer speaks ${FORWARD_PROTOCOL_VERSION})`;
+    // The secret is checked even when the cluster is wrong, so timing tells nothing about which failed.
+    const secretOk = timingSafeEqual(digest(secret), this.secretDigest);
+    if (cluster !== this.options.cluster) return `wrong cluster name "${cluster}"`;
+    if (!secretOk) return 'wrong cluster secret';
+    return undefined;
+  }
+
+  private onCall(connection: PeerConnection, call: CallMessage): void {
+    const { invoker } = this.options;
+    if (call.isVoid) {
+      if (!invoker.fire(call.functionId, call.data)) {
+        this.logger.debug({ functionId: call.functionId, peerId: connection.peerId }, 'forwarded void call has no local worker');
+      }
+      return;
+    }
+    if (this.draining) {
+      // Not run here: the client reports it as not dispatched and can try another owner.
+      this.reply(connection, call.id, engineFailure('FUNCTION_UNAVAILABLE', 'peer is shutting down'));
+      return;
+    }
+    connection.inFlight += 1;
+    const options = { deadline: performance.now() + call.remainingMs, ...(call.requestId === undefined ? {} : { requestId: call.requestId }) };
+    let result: Promise<InvocationOutcome>;
+    try {
+      result = invoker.invoke(call.functionId, call.data, options);
+    } catch (err) {
+      result = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    result.then(
+      (outcome) => this.finishCall(connection, call.id, outcome),
+      (err: unknown) => {
+        this.logger.error({ err, functionId: call.functionId, requestId: call.requestId }, 'local invoker failed a forwarded call');
+        // It may have reached the worker before failing, so it must not be retried elsewhere.
+        this.finishCall(connection, call.id, engineFailure('WORKER_DISCONNECTED', `the invocation of ${call.functionId} failed on the peer`));
+      },
+    );
+  }
+
+  private finishCall(connection: PeerConnection, id: number, outcome: InvocationOutcome): void {
+    connection.inFlight -= 1;
+    this.reply(connection, id, outcome);
+    if (this.drained !== undefined && this.inFlight() === 0) this.drained();
+  }
+
+  private reply(connection: PeerConnection, id: number, outcome: InvocationOutcome): void {
+    // The caller went away (it has settled the call as disconnected); the outcome has nowhere to go.
+    if (connection.state === 'closed') return;
+    let frame: Buffer;
+    try {
+      frame = encodeResult(id, outcome, this.maxFrameBytes);
+    } catch (err) {
+      this.logger.warn({ err, peerId: connection.peerId }, 'forwarded call result cannot be sent');
+      const failure = engineFailure('WORKER_DISCONNECTED', `the result cannot be sent back: ${(err as Error).message}`);
+      frame = encodeResult(id, failure, this.maxFrameBytes);
+    }
+    connection.writer.write(frame);
+  }
+
+  /** Refuses a connection: says why (to the log and to the client), then closes it. */
+  private reject(connection: PeerConnection, reason: string, peerId?: string): void {
+    if (connection.state === 'closed') return;
+    this.logger.warn({ remote: connection.remote, peerId: peerId ?? connection.peerId, reason }, 'forward connection refused');
+    connection.writer.write(encodeReject(reason));
+    void this.end(connection);
+  }
+}

@@ -1,0 +1,117 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { http, waitForStatus } from '../support/http.js';
+import type { EngineHandle } from '../support/processes.js';
+import { startEngine } from '../support/processes.js';
+import { RawWorker } from '../support/raw-worker.js';
+
+/** pids of the children that logged an access line for `requestId`. */
+function servedBy(engine: EngineHandle, requestIds: Set<string>): Map<number, number> {
+  const byPid = new Map<number, number>();
+  for (const line of engine.stdout.json()) {
+    if (line.msg === 'request' && requestIds.has(String(line.requestId))) {
+      const pid = Number(line.pid);
+      byPid.set(pid, (byPid.get(pid) ?? 0) + 1);
+    }
+  }
+  return byPid;
+}
+
+describe('embedded cluster: processes: 2', () => {
+  let engine: EngineHandle;
+  let worker: RawWorker;
+
+  beforeAll(async () => {
+    engine = await startEngine({ cluster: { processes: 2 } });
+    worker = await RawWorker.connect(engine.workerUrl);
+    worker.route('emb::hello', 'GET', '/emb/:name');
+    worker.serve('emb::hello', (req: { path_params: { name: string }; request_id: string }) => ({
+      status_code: 200,
+      body: { name: req.path_params.name, requestId: req.request_id },
+    }));
+    await worker.sync();
+  });
+  afterAll(async () => {
+    await worker?.close();
+    await engine?.stop();
+  });
+
+  it('serves a worker connected to one child from both children, over fresh connections', async () => {
+    // Wait until the route is in both children's tables: a run of fresh connections all answered.
+    await waitForStatus(`${engine.httpUrl}/emb/probe`, (s) => s === 200, { headers: { connection: 'close' } });
+    const ids = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      const id = `emb-${i}`;
+      ids.add(id);
+      const res = await http(`${engine.httpUrl}/emb/n${i}`, { headers: { connection: 'close', 'x-request-id': id } });
+      expect(res.status).toBe(200);
+      expect(res.json()).toEqual({ name: `n${i}`, requestId: id });
+    }
+    await engine.stdout.waitFor((l) => l.includes('"requestId":"emb-19"') && l.includes('"msg":"request"'));
+    const pids = servedBy(engine, ids);
+    expect([...pids.values()].reduce((a, b) => a + b, 0)).toBe(20);
+    expect(pids.size).toBe(2);
+  });
+
+  it('serves the newest binding of one route on every process, and the older one again when it leaves', async () => {
+    // Two workers, connected one after the other (the primary deals connections round-robin, so
+    // they usually sit on different children), bind the same route to different functions.
+    const first = await RawWorker.connect(engine.workerUrl);
+    first.route('emb::v1', 'GET', '/emb-bind');
+    first.serve('emb::v1', () => ({ status_code: 200, body: 'v1' }));
+    await first.sync();
+    await waitForStatus(`${engine.httpUrl}/emb-bind`, (s) => s === 200, { headers: { connection: 'close' } });
+    const second = await RawWorker.connect(engine.workerUrl);
+    second.route('emb::v2', 'GET', '/emb-bind');
+    second.serve('emb::v2', () => ({ status_code: 200, body: 'v2' }));
+    await second.sync();
+    const fresh = async () => (await http(`${engine.httpUrl}/emb-bind`, { headers: { connection: 'close' } })).text;
+    const deadline = Date.now() + 5000;
+    let answers: string[];
+    do {
+      answers = await Promise.all(Array.from({ length: 6 }, fresh));
+    } while (answers.some((a) => a !== '"v2"') && Date.now() < deadline);
+    expect(answers).toEqual(Array(6).fill('"v2"'));
+    await second.close();
+    const back = Date.now() + 5000;
+    do {
+      answers = await Promise.all(Array.from({ length: 6 }, fresh));
+    } while (answers.some((a) => a !== '"v1"') && Date.now() < back);
+    expect(answers).toEqual(Array(6).fill('"v1"'));
+    await first.close();
+  });
+
+  it('reports both children ready on /readyz', async () => {
+    const res = await http(`${engine.adminUrl}/readyz`);
+    expect(res.status).toBe(200);
+    const body = res.json();
+    expect(body.children).toHaveLength(2);
+    expect(body.children.every((c: { ready: boolean }) => c.ready)).toBe(true);
+  });
+
+  it('restarts a crashed child while the child owning the worker keeps serving', async () => {
+    // Kill the child that does NOT own the worker socket: the route must stay servable throughout.
+    type Child = { pid: number; workers: number };
+    const deadline0 = Date.now() + 5000;
+    let children = (await http(`${engine.adminUrl}/readyz`)).json().children as Child[];
+    // Earlier tests' workers may still be counted for a moment: wait until only ours is left.
+    const settled = (list: Child[]) => list.reduce((sum, c) => sum + c.workers, 0) === 1;
+    while (!settled(children) && Date.now() < deadline0) {
+      await new Promise((r) => setTimeout(r, 50));
+      children = (await http(`${engine.adminUrl}/readyz`)).json().children as Child[];
+    }
+    const victim = children.find((c) => c.workers === 0)?.pid;
+    expect(victim).toBeGreaterThan(0);
+    process.kill(victim as number, 'SIGKILL');
+    await engine.stdout.waitFor((l) => l.includes('child exited; restarting'));
+    const res = await waitForStatus(`${engine.httpUrl}/emb/after`, (s) => s === 200, { headers: { connection: 'close' } });
+    expect(res.json().name).toBe('after');
+    // Back to two ready children.
+    const deadline = Date.now() + 10_000;
+    let body = (await http(`${engine.adminUrl}/readyz`)).json();
+    while (!(body.children.length === 2 && body.children.every((c: { ready: boolean }) => c.ready)) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      body = (await http(`${engine.adminUrl}/readyz`)).json();
+    }
+    expect(body.status).toBe('ready');
+  });
+});

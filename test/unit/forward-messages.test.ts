@@ -1,0 +1,95 @@
+import { RawJson } from '../../src/invocation/raw-json.js';
+import { Packr } from 'msgpackr';
+import { describe, expect, it } from 'vitest';
+import { FrameError } from '../../src/forwarding/forward-frames.js';
+import {
+  FORWARD_PROTOCOL_VERSION,
+  decodeClientMessage,
+  decodeServerMessage,
+  encodeCall,
+  encodeHello,
+  encodeHelloOk,
+  encodeReject,
+  encodeResult,
+} from '../../src/forwarding/forward-messages.js';
+import type { InvocationOutcome } from '../../src/invocation/invoker.js';
+
+const MAX = 1024 * 1024;
+const body = (frame: Buffer): Buffer => frame.subarray(4);
+const packr = new Packr({ useRecords: false });
+const raw = (value: unknown): Buffer => packr.pack(value);
+
+function malformed(fn: () => unknown): void {
+  expect(fn).toThrow(FrameError);
+  try {
+    fn();
+  } catch (err) {
+    expect((err as FrameError).code).toBe('FORWARD_FRAME_MALFORMED');
+  }
+}
+
+describe('forward messages', () => {
+  it('round-trips the handshake', () => {
+    const hello = { version: FORWARD_PROTOCOL_VERSION, cluster: 'prod', secret: 's3cret', peerId: 'node-a/1/123' };
+    expect(decodeClientMessage(body(encodeHello(hello)))).toEqual({ kind: 'hello', ...hello });
+    expect(decodeServerMessage(body(encodeHelloOk()))).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION });
+    expect(decodeServerMessage(body(encodeReject('wrong cluster secret')))).toEqual({ kind: 'reject', reason: 'wrong cluster secret' });
+  });
+
+  it('round-trips a call, with and without a request id', () => {
+    const call = { id: 7, functionId: 'api::get', data: { a: [1, 'x', null] }, remainingMs: 1500, requestId: 'req-1', isVoid: false };
+    // Data arrives as JSON text, to be spliced into the worker frame unchanged.
+    const asJson = { ...call, data: new RawJson('{"a":[1,"x",null]}') };
+    expect(decodeClientMessage(body(encodeCall(call, MAX)))).toEqual({ kind: 'call', ...asJson });
+    const fire = { ...call, id: 0, requestId: undefined, isVoid: true };
+    expect(decodeClientMessage(body(encodeCall(fire, MAX)))).toEqual({ kind: 'call', ...asJson, id: 0, requestId: undefined, isVoid: true });
+  });
+
+  it('keeps __proto__ keys as data across the hop (msgpackr would rename them)', () => {
+    const data = JSON.parse('{"__proto__":{"polluted":true},"a":1}') as unknown;
+    const decoded = decodeClientMessage(body(encodeCall({ id: 1, functionId: 'f', data, remainingMs: 1, requestId: undefined, isVoid: false }, MAX)));
+    expect(decoded.kind === 'call' && decoded.data instanceof RawJson ? decoded.data.json : '').toBe('{"__proto__":{"polluted":true},"a":1}');
+    const result = decodeServerMessage(body(encodeResult(1, { ok: true, value: data }, MAX)));
+    expect(result.kind === 'result' && result.outcome.ok ? Object.keys(result.outcome.value as object) : []).toEqual(['__proto__', 'a']);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('round-trips every outcome kind, keeping source, code, message and stacktrace', () => {
+    const outcomes: InvocationOutcome[] = [
+      { ok: true, value: { status_code: 200, body: { ok: true } } },
+      { ok: true, value: null },
+      { ok: false, failure: { source: 'worker', code: 'invocation_failed', message: 'boom', stacktrace: 'Error: boom\n    at x' } },
+      { ok: false, failure: { source: 'worker', code: 'E_CUSTOM', message: 'no stack' } },
+      { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } },
+      { ok: false, failure: { source: 'engine', code: 'WORKER_DISCONNECTED', message: 'gone' } },
+      { ok: false, failure: { source: 'engine', code: 'FUNCTION_UNAVAILABLE', message: 'none' } },
+      { ok: false, failure: { source: 'engine', code: 'SHUTTING_DOWN', message: 'bye' } },
+    ];
+    for (const [index, outcome] of outcomes.entries()) {
+      expect(decodeServerMessage(body(encodeResult(index + 1, outcome, MAX)))).toEqual({ kind: 'result', id: index + 1, outcome });
+    }
+  });
+
+  it('ignores fields appended by a later version', () => {
+    expect(decodeClientMessage(raw([3, 1, 'f', 'data', 10, null, false, 'extra', { more: 1 }]))).toMatchObject({ kind: 'call', id: 1 });
+    expect(decodeServerMessage(raw([4, 9, '"v"', 'extra']))).toEqual({ kind: 'result', id: 9, outcome: { ok: true, value: 'v' } });
+  });
+
+  it('refuses frames of the wrong shape', () => {
+    malformed(() => decodeClientMessage(raw({ kind: 'call' })));
+    malformed(() => decodeClientMessage(raw([])));
+    malformed(() => decodeClientMessage(raw([99])));
+    malformed(() => decodeClientMessage(raw([0, 1, 'c', 42, 'peer']))); // secret not a string
+    malformed(() => decodeClientMessage(raw([3, -1, 'f', null, 10, null, false]))); // negative id
+    malformed(() => decodeClientMessage(raw([3, 1, '', null, 10, null, false]))); // empty function id
+    malformed(() => decodeClientMessage(raw([3, 1, 'f', null, 'soon', null, false]))); // remaining not a number
+    malformed(() => decodeClientMessage(raw([3, 1, 'f', null, 10, 5, false]))); // request id not a string
+    malformed(() => decodeClientMessage(raw([3, 1, 'f', null, 10, null]))); // no void flag
+    malformed(() => decodeClientMessage(raw([3, 1, 'f', { not: 'text' }, 10, null, false]))); // data not JSON text
+    malformed(() => decodeServerMessage(raw([4, 1, '{not json']))); // result value not JSON
+    malformed(() => decodeClientMessage(Buffer.from([0xc1])));
+    malformed(() => decodeServerMessage(raw([6, 1, 'NOT_AN_ENGINE_CODE', 'x'])));
+    malformed(() => decodeServerMessage(raw([5, 1, 'code', 'message', 42])));
+    malformed(() => decodeServerMessage(raw([3, 1, 'f', null, 10, null, false]))); // a client message
+  });
+});
