@@ -11,6 +11,7 @@ import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
 import type { Invoker } from './invocation/invoker.js';
 import { AdminServer } from './observability/admin-server.js';
+import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
 import { LocalInvoker } from './workers/local-invoker.js';
@@ -57,6 +58,7 @@ export class Engine {
   readonly table: RouteTable;
   readonly hub: WorkerHub;
   readonly invoker: Invoker;
+  readonly metrics: EngineMetrics;
   private readonly localInvoker: LocalInvoker;
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
@@ -82,6 +84,13 @@ export class Engine {
       logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size }, 'table rebuilt'),
     );
     this.localInvoker = new LocalInvoker(this.hub);
+    this.metrics = new EngineMetrics({
+      connectedWorkers: () => this.hub.size,
+      localFunctions: () => this.hub.snapshot().functions.length,
+      routes: () => this.table.current().router.size,
+      tableVersion: () => this.table.current().version,
+      inFlight: () => this.pipeline.activeRequests,
+    });
     if (cluster !== undefined) {
       this.peers = new PeerPool(this.table, {
         selfNodeId: cluster.identity.nodeId,
@@ -90,7 +99,14 @@ export class Engine {
         cluster: cluster.clusterName,
         logger: logger.child({ module: 'forward' }),
       });
-      this.invoker = new ClusterInvoker(this.localInvoker, this.table, this.peers, cluster.identity.peerId, logger.child({ module: 'invoker' }));
+      this.invoker = new ClusterInvoker(
+        this.localInvoker,
+        this.table,
+        this.peers,
+        cluster.identity.peerId,
+        logger.child({ module: 'invoker' }),
+        this.metrics,
+      );
       this.forwardServer = new ForwardServer({
         socketPath: cluster.socketPath,
         ...(cluster.tcp === undefined ? {} : { tcp: { host: cluster.tcp.bindHost, port: cluster.tcp.port } }),
@@ -111,6 +127,7 @@ export class Engine {
         logger: logger.child({ module: 'workers' }),
         ignoreTrailingSlash: config.api.ignoreTrailingSlash,
         workerCallTimeoutMs: config.api.defaultTimeoutMs,
+        onReattach: () => this.metrics.workerReconnected(),
       },
       logger.child({ module: 'workers' }),
     );
@@ -119,6 +136,7 @@ export class Engine {
       table: this.table,
       invoker: this.invoker,
       logger: logger.child({ module: 'http' }),
+      metrics: this.metrics,
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
     if (options.serveAdmin === true) {
@@ -126,11 +144,54 @@ export class Engine {
         config.admin,
         {
           ready: () => this.ready(),
-          status: () => ({ workers: this.hub.size, routes: this.table.current().router.size }),
+          status: () => ({ connectedWorkers: this.hub.size, routes: this.table.current().router.size }),
+          routes: () => Promise.resolve(this.routesView()),
+          workers: () => Promise.resolve(this.workersView()),
+          metrics: async () => ({ contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() }),
         },
         logger.child({ module: 'admin' }),
       );
     }
+  }
+
+  /** The cluster's routes and middleware, with the peers that serve each function (GET /routes). */
+  routesView(): Record<string, unknown> {
+    const state = this.table.current();
+    const ownersOf = (functionId: string): readonly string[] => state.functionOwners.get(functionId) ?? [];
+    return {
+      tableVersion: state.version,
+      routes: state.routes.map((route) => ({
+        method: route.method,
+        path: route.pattern.source,
+        function_id: route.functionId,
+        owners: ownersOf(route.functionId),
+        ...(route.conditionFunctionId === undefined ? {} : { condition_function_id: route.conditionFunctionId }),
+        ...(route.middlewareFunctionIds === undefined ? {} : { middleware_function_ids: route.middlewareFunctionIds }),
+      })),
+      middleware: state.middleware.ordered.map((m) => ({
+        function_id: m.functionId,
+        phase: m.phase,
+        priority: m.priority,
+        ...(m.scopePath === undefined ? {} : { scope: m.scopePath }),
+        owners: ownersOf(m.functionId),
+      })),
+    };
+  }
+
+  /** Every connected worker in the cluster with its functions (GET /workers). */
+  workersView(): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const snapshot of this.table.snapshotsHeld()) {
+      for (const worker of snapshot.workers ?? []) {
+        out.push({
+          ...worker,
+          peer: snapshot.ownerId,
+          ...(snapshot.endpoint === undefined ? {} : { node: snapshot.endpoint.nodeId }),
+          functions: snapshot.functions.filter((fn) => fn.workerId === worker.id).map((fn) => fn.id),
+        });
+      }
+    }
+    return out;
   }
 
   /** Listening, and (in a cluster) holding an in-sync view of every peer. */
@@ -166,14 +227,23 @@ export class Engine {
       ...(cluster.tcp === undefined || bound.port === undefined ? {} : { host: cluster.tcp.advertiseHost, port: bound.port }),
     };
     const ignoreTrailingSlash = this.options.config.api.ignoreTrailingSlash;
+    const logger = this.options.logger.child({ module: 'cluster' });
     await cluster.bus.start({
       snapshot: (received) => {
         const checked = checkSnapshot(received, ignoreTrailingSlash);
-        if (checked.ok) this.table.applySnapshot(checked.snapshot);
-        else this.options.logger.warn({ ownerId: received.ownerId, code: 'BUS_MALFORMED', reason: checked.reason }, 'peer snapshot refused');
+        if (!checked.ok) {
+          logger.warn({ ownerId: received.ownerId, code: 'BUS_MALFORMED', reason: checked.reason }, 'peer snapshot refused');
+          return;
+        }
+        const snapshot = checked.snapshot;
+        if (this.table.endpointOf(snapshot.ownerId) === undefined) {
+          logger.info({ peerId: snapshot.ownerId, endpoint: snapshot.endpoint }, 'peer joined');
+        }
+        this.table.applySnapshot(snapshot);
+        if (snapshot.publishedAt !== undefined) this.metrics.tableSyncLag((Date.now() - snapshot.publishedAt) / 1000);
       },
       peerGone: (peerId) => {
-        this.table.removeOwner(peerId);
+        if (this.table.removeOwner(peerId)) logger.info({ peerId }, 'peer left');
         this.peers?.drop(peerId);
       },
     });
@@ -192,7 +262,7 @@ export class Engine {
   private publishNow(): void {
     const cluster = this.options.cluster;
     if (cluster === undefined || this.endpoint === undefined || this.phase === 'closed') return;
-    cluster.bus.publish({ ...this.hub.snapshot(), endpoint: this.endpoint });
+    cluster.bus.publish({ ...this.hub.snapshot(), endpoint: this.endpoint, publishedAt: Date.now() });
   }
 
   /**

@@ -27,6 +27,27 @@ export function isChildFatal(message: unknown): message is ChildFatalMessage {
   return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === 'fatal';
 }
 
+/** Primary → child: answer an admin view from your table (any child holds the whole cluster's). */
+export interface AdminQueryMessage {
+  sy: 'admin-query';
+  id: number;
+  what: 'routes' | 'workers';
+}
+
+export interface AdminAnswerMessage {
+  sy: 'admin-answer';
+  id: number;
+  data: unknown;
+}
+
+export function isAdminQuery(message: unknown): message is AdminQueryMessage {
+  return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === 'admin-query';
+}
+
+export function isAdminAnswer(message: unknown): message is AdminAnswerMessage {
+  return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === 'admin-answer';
+}
+
 export interface ShutdownMessage {
   sy: 'shutdown';
 }

@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { unlinkSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { hostname, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { EngineConfig } from '../config/types.js';
 import { Engine } from '../engine.js';
 import type { Bus } from './bus.js';
-import type { ChildBootstrap, ChildFatalMessage, ChildStatusMessage } from './child-messages.js';
-import { isShutdown } from './child-messages.js';
+import type { AdminAnswerMessage, ChildBootstrap, ChildFatalMessage, ChildStatusMessage } from './child-messages.js';
+import { isAdminQuery, isShutdown } from './child-messages.js';
 import { IpcBus } from './ipc-bus.js';
 import { processChannel } from './ipc-channel.js';
 import type { PeerIdentity } from './peer-id.js';
@@ -19,6 +19,20 @@ const STATUS_POLL_MS = 250;
 /** Unix socket paths are limited to ~107 bytes: name the socket after a hash of the peer id. */
 export function forwardSocketPath(peerId: string): string {
   return join(tmpdir(), `switchyard-${createHash('sha256').update(peerId).digest('hex').slice(0, 20)}.sock`);
+}
+
+/**
+ * Default address peers of other hosts dial: this host's first non-internal IPv4 address (a container's
+ * or pod's own IP), else its host name. A container's host name is its id, which other containers
+ * cannot resolve, so the IP is the better default; set advertise_host when neither is reachable.
+ */
+export function defaultAdvertiseHost(): string {
+  for (const addresses of Object.values(networkInterfaces())) {
+    for (const address of addresses ?? []) {
+      if (address.family === 'IPv4' && !address.internal) return address.address;
+    }
+  }
+  return hostname();
 }
 
 /** The concurrency limit is per engine node; each child enforces its share. */
@@ -59,7 +73,7 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
               bindHost: '0.0.0.0',
               // A fixed forward_port is the first child's; child i listens on forward_port + i.
               port: forwardPort === undefined || forwardPort === 0 ? 0 : forwardPort + bootstrap.index,
-              advertiseHost: advertiseHost ?? hostname(),
+              advertiseHost: advertiseHost ?? defaultAdvertiseHost(),
             },
           }),
     },
@@ -90,6 +104,11 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
   process.on('disconnect', () => exit(0, 'primary gone'));
   process.on('message', (message: unknown) => {
     if (isShutdown(message)) exit(0, 'primary asked to shut down');
+    else if (isAdminQuery(message) && process.connected) {
+      const data = message.what === 'routes' ? engine.routesView() : engine.workersView();
+      const answer: AdminAnswerMessage = { sy: 'admin-answer', id: message.id, data };
+      process.send?.(answer);
+    }
   });
 
   let last = '';

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ForwardResult } from '../forwarding/forward-client.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import type { EngineMetrics } from '../observability/metrics.js';
 import type { RouteTable } from '../routing/route-table.js';
 import type { PeerPool } from './peer-pool.js';
 
@@ -20,6 +21,7 @@ export class ClusterInvoker implements Invoker {
     private readonly peers: PeerPool,
     private readonly selfPeerId: string,
     private readonly logger: Logger,
+    private readonly metrics?: EngineMetrics,
   ) {}
 
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
@@ -60,7 +62,19 @@ export class ClusterInvoker implements Invoker {
     for (let i = 0; i < owners.length; i++) {
       const owner = owners[(start + i) % owners.length] as string;
       const result: ForwardResult = await this.peers.invoke(owner, functionId, data, options);
-      if (result.dispatched) return result.outcome;
+      if (result.dispatched) {
+        if (options.trace !== undefined) {
+          options.trace.forwarded = true;
+          options.trace.peerId = owner;
+        }
+        const outcome = result.outcome;
+        if (!outcome.ok && outcome.failure.source === 'engine') {
+          if (outcome.failure.code === 'WORKER_DISCONNECTED') this.metrics?.forwardError('disconnected');
+          else if (outcome.failure.code === 'TIMEOUT') this.metrics?.forwardError('timeout');
+        }
+        return outcome;
+      }
+      this.metrics?.forwardError('not_dispatched');
       lastReason = result.reason;
       this.logger.debug({ functionId, peerId: owner, reason: result.reason, requestId: options.requestId }, 'forward not dispatched; trying the next owner');
     }

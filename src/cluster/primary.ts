@@ -5,8 +5,10 @@ import type { Logger } from 'pino';
 import type { EngineConfig } from '../config/types.js';
 import type { EnginePorts } from '../engine.js';
 import { AdminServer } from '../observability/admin-server.js';
+import { ClusterMetrics } from '../observability/metrics.js';
 import type { ChildBootstrap, ChildStatusMessage } from './child-messages.js';
-import { CHILD_BOOTSTRAP_ENV, isChildFatal, isChildStatus } from './child-messages.js';
+import type { AdminQueryMessage } from './child-messages.js';
+import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from './child-messages.js';
 import type { IpcChannel } from './ipc-channel.js';
 import { IpcRelay } from './ipc-relay.js';
 import { defaultNodeId } from './peer-id.js';
@@ -17,6 +19,8 @@ const RESTART_MAX_MS = 5000;
 const STABLE_AFTER_MS = 10_000;
 /** Children get the drain grace plus this before they are killed. */
 const SHUTDOWN_SLACK_MS = 5000;
+/** An admin view waits at most this long for a child's answer. */
+const ADMIN_QUERY_TIMEOUT_MS = 2000;
 
 interface Slot {
   index: number;
@@ -62,6 +66,9 @@ export class Primary {
   private shuttingDown = false;
   private announced = false;
   private adminPort: number | undefined;
+  private readonly metrics = new ClusterMetrics();
+  private nextQueryId = 1;
+  private readonly queries = new Map<number, { resolve: (data: unknown) => void; timer: NodeJS.Timeout }>();
 
   constructor(private readonly options: PrimaryOptions) {
     const { config, logger } = options;
@@ -74,7 +81,13 @@ export class Primary {
     };
     this.admin = new AdminServer(
       config.admin,
-      { ready: () => this.ready(), status: () => this.status() },
+      {
+        ready: () => this.ready(),
+        status: () => this.status(),
+        routes: () => this.query('routes'),
+        workers: () => this.query('workers'),
+        metrics: () => this.metrics.render(),
+      },
       logger.child({ module: 'admin' }),
     );
   }
@@ -121,6 +134,7 @@ export class Primary {
     this.relay.attach(channel);
     worker.on('message', (message: unknown) => {
       if (isChildStatus(message)) this.onStatus(slot, message);
+      else if (isAdminAnswer(message)) this.answer(message.id, message.data);
       // Once the cluster has been ready, a failing child is restarted like any crash instead.
       else if (isChildFatal(message) && !this.announced) this.options.onFatal(message.code, message.message);
     });
@@ -158,12 +172,37 @@ export class Primary {
     slot.status = undefined;
     if (this.shuttingDown) return;
     slot.crashes = Date.now() - slot.startedAt >= STABLE_AFTER_MS ? 1 : slot.crashes + 1;
+    this.metrics.childRestarts.inc();
     const delay = Math.min(RESTART_BASE_MS * 2 ** (slot.crashes - 1), RESTART_MAX_MS);
     this.options.logger.warn({ index: slot.index, code, signal, restartInMs: delay }, 'child exited; restarting');
     slot.restartTimer = setTimeout(() => {
       slot.restartTimer = undefined;
       if (!this.shuttingDown) this.fork(slot);
     }, delay);
+  }
+
+  /** Asks one ready child for an admin view (every child holds the whole table); bounded wait. */
+  private query(what: AdminQueryMessage['what']): Promise<unknown> {
+    const slot = this.slots.find((s) => s.status?.ready === true && s.worker?.isConnected() === true);
+    if (slot === undefined || slot.worker === undefined) return Promise.reject(new Error('no ready child to answer'));
+    const id = this.nextQueryId++;
+    const message: AdminQueryMessage = { sy: 'admin-query', id, what };
+    return new Promise<unknown>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.queries.delete(id);
+        reject(new Error(`child did not answer within ${ADMIN_QUERY_TIMEOUT_MS} ms`));
+      }, ADMIN_QUERY_TIMEOUT_MS);
+      this.queries.set(id, { resolve, timer });
+      slot.worker?.send(message);
+    });
+  }
+
+  private answer(id: number, data: unknown): void {
+    const query = this.queries.get(id);
+    if (query === undefined) return;
+    this.queries.delete(id);
+    clearTimeout(query.timer);
+    query.resolve(data);
   }
 
   /** Readiness goes 503, children drain and exit, stragglers are killed after the grace. */

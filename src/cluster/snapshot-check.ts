@@ -1,4 +1,4 @@
-import type { FunctionRecord, OwnerSnapshot, PeerEndpoint, TriggerRecord } from '../routing/registrations.js';
+import type { FunctionRecord, OwnerSnapshot, PeerEndpoint, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
 import { validateTrigger } from '../routing/trigger-config.js';
 
 /**
@@ -56,6 +56,23 @@ function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord |
   return { ...validation.spec, id: v.id, functionId: v.functionId, workerId: v.workerId, registeredAt: v.registeredAt, seq: v.seq };
 }
 
+/** Worker summaries are informational: malformed entries are dropped, not fatal. */
+function checkWorkers(v: unknown): WorkerSummary[] {
+  if (!Array.isArray(v)) return [];
+  const out: WorkerSummary[] = [];
+  for (const item of v) {
+    if (!isObject(item) || !isText(item.id) || !isNumber(item.connectedAt)) continue;
+    const summary: WorkerSummary = { id: item.id, connectedAt: item.connectedAt };
+    if (typeof item.name === 'string') summary.name = item.name;
+    if (typeof item.runtime === 'string') summary.runtime = item.runtime;
+    if (typeof item.version === 'string') summary.version = item.version;
+    if (typeof item.os === 'string') summary.os = item.os;
+    if (isNumber(item.pid)) summary.pid = item.pid;
+    out.push(summary);
+  }
+  return out;
+}
+
 function checkEndpoint(v: unknown): PeerEndpoint | string {
   if (!isObject(v) || !isText(v.nodeId)) return 'endpoint needs nodeId';
   const endpoint: PeerEndpoint = { nodeId: v.nodeId };
@@ -88,7 +105,8 @@ export function checkSnapshot(raw: unknown, ignoreTrailingSlash: boolean): Snaps
     if (typeof checked === 'string') return { ok: false, reason: checked };
     triggers.push(checked);
   }
-  const snapshot: OwnerSnapshot = { ownerId: raw.ownerId, version: raw.version, functions, triggers };
+  const snapshot: OwnerSnapshot = { ownerId: raw.ownerId, version: raw.version, functions, triggers, workers: checkWorkers(raw.workers) };
+  if (isNumber(raw.publishedAt)) snapshot.publishedAt = raw.publishedAt;
   if (raw.endpoint !== undefined) {
     const endpoint = checkEndpoint(raw.endpoint);
     if (typeof endpoint === 'string') return { ok: false, reason: endpoint };

@@ -151,7 +151,7 @@ export const clusterModuleSchema = z
     advertise_host: z
       .string()
       .optional()
-      .describe('Address other hosts use to reach this host\'s forward listener; an empty string means unset'),
+      .describe('Address peers on other hosts use to reach this node\'s forward listener; unset = this host\'s first non-internal IPv4 address (a container or pod IP), else its host name. An empty string means unset'),
     forward_port: port().optional().describe('TCP port of the forward listener in distributed mode; 0 picks a free port'),
     secret: z
       .string()

@@ -246,8 +246,16 @@ export class ForwardServer {
     } catch (err) {
       result = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
+    const started = performance.now();
     result.then(
-      (outcome) => this.finishCall(connection, call.id, outcome),
+      (outcome) => {
+        // The same request id as the access line on the peer that forwarded it: one id on every hop.
+        this.logger.debug(
+          { requestId: call.requestId, functionId: call.functionId, fromPeer: connection.peerId, ok: outcome.ok, durationMs: Math.round((performance.now() - started) * 100) / 100 },
+          'forwarded call',
+        );
+        this.finishCall(connection, call.id, outcome);
+      },
       (err: unknown) => {
         this.logger.error({ err, functionId: call.functionId, requestId: call.requestId }, 'local invoker failed a forwarded call');
         // It may have reached the worker before failing, so it must not be retried elsewhere.

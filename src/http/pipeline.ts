@@ -2,7 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
-import type { InvocationFailure, InvocationOutcome, Invoker } from '../invocation/invoker.js';
+import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
+import type { EngineMetrics } from '../observability/metrics.js';
 import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runner.js';
 import { MiddlewareRunner } from '../middleware/middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
@@ -19,6 +20,7 @@ export interface PipelineDeps {
   table: RouteTable;
   invoker: Invoker;
   logger: Logger;
+  metrics?: EngineMetrics;
 }
 
 const RETRY_AFTER_SECONDS = '1';
@@ -53,6 +55,8 @@ interface RequestState {
   admitted: boolean;
   /** The reply was written (or the request aborted). */
   finished: boolean;
+  /** Where the handler ran: this process's worker or a peer's (access log, metrics). */
+  trace: InvocationTrace;
 }
 
 /** What the handler (or a middleware standing in for it) answered, before it becomes HTTP. */
@@ -73,7 +77,7 @@ export class HttpPipeline {
   constructor(private readonly deps: PipelineDeps) {
     this.config = deps.config;
     this.cors = new CorsPolicy(deps.config.cors);
-    this.middleware = new MiddlewareRunner(deps.invoker, deps.logger);
+    this.middleware = new MiddlewareRunner(deps.invoker, deps.logger, deps.metrics);
     this.errorPhaseBudgetMs = Math.min(ERROR_PHASE_BUDGET_MS, deps.config.defaultTimeoutMs);
   }
 
@@ -102,6 +106,7 @@ export class HttpPipeline {
       closeConnection: false,
       admitted: false,
       finished: false,
+      trace: { forwarded: false },
     };
     this.run(state)
       .catch((err: unknown) => {
@@ -196,7 +201,11 @@ export class HttpPipeline {
       }
     }
 
-    const outcome = await this.invoke(route.functionId, apiRequest, state);
+    const outcome = await this.deps.invoker.invoke(route.functionId, apiRequest, {
+      deadline: state.deadline,
+      requestId,
+      trace: state.trace,
+    });
     if (!outcome.ok) return this.finish(state, await this.handlerFailure(state, outcome.failure, matchedRoute));
 
     const postIds = this.selectIds(routing, 'postHandler', apiRequest.path);
@@ -391,7 +400,8 @@ export class HttpPipeline {
   }
 
   private log(state: RequestState, status: number): void {
-    const durationMs = Math.round((performance.now() - state.startedAt) * 100) / 100;
+    const elapsedMs = performance.now() - state.startedAt;
+    const { trace } = state;
     const line = {
       requestId: state.requestId,
       method: state.req.method,
@@ -399,8 +409,11 @@ export class HttpPipeline {
       route: state.route?.pattern.source,
       functionId: state.route?.functionId,
       status,
-      durationMs,
+      durationMs: Math.round(elapsedMs * 100) / 100,
+      forwarded: trace.forwarded,
+      worker: trace.forwarded ? trace.peerId : trace.workerId,
     };
+    this.deps.metrics?.request(state.route?.pattern.source, state.req.method ?? 'GET', status, elapsedMs / 1000, trace.forwarded);
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
   }

@@ -9,6 +9,16 @@ export interface InvokeOptions {
   requestId?: string;
   traceparent?: string;
   baggage?: string;
+  /** Filled in by the invoker: where the call ran (for the access log and metrics). */
+  trace?: InvocationTrace;
+}
+
+export interface InvocationTrace {
+  forwarded: boolean;
+  /** The local worker connection that ran it. */
+  workerId?: string;
+  /** The peer it was forwarded to. */
+  peerId?: string;
 }
 
 export type EngineFailureCode = 'TIMEOUT' | 'WORKER_DISCONNECTED' | 'FUNCTION_UNAVAILABLE' | 'SHUTTING_DOWN';

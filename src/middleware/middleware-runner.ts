@@ -2,6 +2,8 @@ import type { Logger } from 'pino';
 import type { MiddlewarePhase } from '../config/types.js';
 import type { ApiRequest } from '../http/api-request.js';
 import type { Invoker } from '../invocation/invoker.js';
+import type { EngineMetrics } from '../observability/metrics.js';
+import { performance } from 'node:perf_hooks';
 import { deepMerge, isPlainObject, MergeDepthError } from './merge.js';
 import { decodeMiddlewareResult } from './middleware-result.js';
 
@@ -51,26 +53,35 @@ export class MiddlewareRunner {
   constructor(
     private readonly invoker: Invoker,
     private readonly logger: Logger,
+    private readonly metrics?: EngineMetrics,
   ) {}
 
   async run(functionIds: readonly string[], call: MiddlewareCall, deadline: number, requestId: string): Promise<PhaseOutcome> {
     for (const functionId of functionIds) {
-      if (!this.invoker.has(functionId)) {
-        return { kind: 'failed', functionId, reason: `middleware ${functionId} is not served by any connected worker`, timedOut: false };
-      }
-      const outcome = await this.invoker.invoke(functionId, this.payload(call), { deadline, requestId });
-      if (!outcome.ok) {
-        const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
-        return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };
-      }
-      const decoded = decodeMiddlewareResult(outcome.value);
-      if (!decoded.ok) return { kind: 'failed', functionId, reason: decoded.reason, timedOut: false };
-      const result = decoded.result;
-      if (result.action === 'respond') return { kind: 'respond', response: result.response, functionId };
-      const problem = this.applyPatches(call.request, result.request, result.context, functionId, requestId);
-      if (problem !== undefined) return { kind: 'failed', functionId, reason: problem, timedOut: false };
+      const started = performance.now();
+      const outcome = await this.callOne(functionId, call, deadline, requestId);
+      this.metrics?.middlewareCall(call.phase, outcome?.kind ?? 'continue', (performance.now() - started) / 1000);
+      if (outcome !== undefined) return outcome;
     }
     return CONTINUE;
+  }
+
+  /** One middleware call: undefined means `continue` (patches applied), anything else ends the phase. */
+  private async callOne(functionId: string, call: MiddlewareCall, deadline: number, requestId: string): Promise<PhaseOutcome | undefined> {
+    if (!this.invoker.has(functionId)) {
+      return { kind: 'failed', functionId, reason: `middleware ${functionId} is not served by any connected worker`, timedOut: false };
+    }
+    const outcome = await this.invoker.invoke(functionId, this.payload(call), { deadline, requestId });
+    if (!outcome.ok) {
+      const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
+      return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };
+    }
+    const decoded = decodeMiddlewareResult(outcome.value);
+    if (!decoded.ok) return { kind: 'failed', functionId, reason: decoded.reason, timedOut: false };
+    const result = decoded.result;
+    if (result.action === 'respond') return { kind: 'respond', response: result.response, functionId };
+    const problem = this.applyPatches(call.request, result.request, result.context, functionId, requestId);
+    return problem === undefined ? undefined : { kind: 'failed', functionId, reason: problem, timedOut: false };
   }
 
   private payload(call: MiddlewareCall): Record<string, unknown> {

@@ -9,6 +9,12 @@ export interface AdminProbes {
   ready(): boolean;
   /** Extra facts for the readiness body. */
   status(): Record<string, unknown>;
+  /** GET /routes: the route table with owners. */
+  routes?: () => Promise<unknown>;
+  /** GET /workers: connected workers with their functions. */
+  workers?: () => Promise<unknown>;
+  /** GET /metrics: Prometheus text. */
+  metrics?: () => Promise<{ contentType: string; body: string }>;
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {
@@ -34,6 +40,23 @@ export class AdminServer {
       if (path === '/readyz') {
         const ready = probes.ready();
         return json(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', ...probes.status() });
+      }
+      const view = path === '/routes' ? probes.routes : path === '/workers' ? probes.workers : undefined;
+      if (view !== undefined) {
+        view()
+          .then((body) => json(res, 200, body))
+          .catch((err: unknown) => json(res, 503, { error: 'unavailable', reason: (err as Error).message }));
+        return;
+      }
+      if (path === '/metrics' && probes.metrics !== undefined) {
+        probes
+          .metrics()
+          .then(({ contentType, body }) => {
+            res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+            res.end(body);
+          })
+          .catch((err: unknown) => json(res, 503, { error: 'unavailable', reason: (err as Error).message }));
+        return;
       }
       json(res, 404, { error: 'not found' });
     });

@@ -28,6 +28,17 @@ export interface PeerEndpoint {
   port?: number;
 }
 
+/** A connected worker as the admin view shows it (from `engine::workers::register`). */
+export interface WorkerSummary {
+  id: string;
+  connectedAt: number;
+  name?: string;
+  runtime?: string;
+  version?: string;
+  os?: string;
+  pid?: number;
+}
+
 export interface OwnerSnapshot {
   ownerId: string;
   /** Only grows; a receiver keeps the newest version it has seen. */
@@ -36,6 +47,10 @@ export interface OwnerSnapshot {
   triggers: readonly TriggerRecord[];
   /** Set for cluster peers: how to forward invocations to this owner. */
   endpoint?: PeerEndpoint;
+  /** The workers behind these registrations (admin view). */
+  workers?: readonly WorkerSummary[];
+  /** Wall-clock time the owner published this version (sync-lag metric). */
+  publishedAt?: number;
 }
 
 /** Sort order for bindings: older first, so the last one of a group is the newest. */

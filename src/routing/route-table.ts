@@ -20,6 +20,8 @@ export interface HttpRoute {
 export interface RoutingState {
   version: number;
   router: Router<HttpRoute>;
+  /** The routes the router serves (admin view). */
+  routes: readonly HttpRoute[];
   /** Middleware selection by phase and path, built with the router. */
   middleware: MiddlewareIndex;
   /** function id → owner ids that have at least one worker registering it. */
@@ -98,6 +100,11 @@ export class RouteTable {
   /** Where a remote owner's forward listener is, as its snapshot advertised. */
   endpointOf(ownerId: string): PeerEndpoint | undefined {
     return this.remote.get(ownerId)?.endpoint;
+  }
+
+  /** Every snapshot held, the local one included (admin view). */
+  snapshotsHeld(): OwnerSnapshot[] {
+    return this.snapshots();
   }
 
   /** Owners whose snapshot is held, with their versions (readiness and the admin view). */
@@ -194,6 +201,7 @@ export class RouteTable {
     return {
       version: this.buildCount,
       router: new Router(routes, this.ignoreTrailingSlash),
+      routes,
       middleware: new MiddlewareIndex(middleware, this.ignoreTrailingSlash),
       functionOwners,
     };

@@ -16,6 +16,7 @@ export class LocalInvoker implements Invoker {
     if (remainingMs <= 0) {
       return Promise.resolve(engineFailure('TIMEOUT', `deadline passed before ${functionId} was called`));
     }
+    if (options.trace !== undefined) options.trace.workerId = connection.id;
     return connection.invoke(functionId, data, remainingMs);
   }
 

@@ -37,6 +37,8 @@ export interface WorkerConnectionDeps {
   ignoreTrailingSlash: boolean;
   /** Deadline for calls a worker makes to another worker through the engine. */
   workerCallTimeoutMs: number;
+  /** Called when a worker reattaches after a reconnect (metrics). */
+  onReattach?: () => void;
 }
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
@@ -275,10 +277,12 @@ export class WorkerConnection {
     if (typeof data.pid === 'number') info.pid = data.pid;
     if (typeof data.description === 'string') info.description = data.description;
     this.info = info;
+    this.deps.hub.infoChanged();
     this.logger.info({ worker: info }, 'worker registered its metadata');
   }
 
   private handleReattach(message: ReattachMessage): void {
+    this.deps.onReattach?.();
     const previous = this.deps.hub.get(message.previous_worker_id);
     if (previous === undefined || previous === this) {
       this.logger.info({ previousWorkerId: message.previous_worker_id }, 'worker reattached (previous connection already gone)');

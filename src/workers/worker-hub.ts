@@ -1,4 +1,4 @@
-import type { OwnerSnapshot, FunctionRecord, TriggerRecord } from '../routing/registrations.js';
+import type { OwnerSnapshot, FunctionRecord, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
 import type { SnapshotSource } from '../routing/route-table.js';
 import type { WorkerConnection } from './worker-connection.js';
 
@@ -75,6 +75,11 @@ export class WorkerHub implements SnapshotSource {
     this.changed();
   }
 
+  /** A worker told who it is (name, runtime): part of the snapshot the admin view reads. */
+  infoChanged(): void {
+    this.changed();
+  }
+
   /** A local connection serving the function, balanced round-robin over replicas. */
   pickOwner(functionId: string): WorkerConnection | undefined {
     const owners = this.owners.get(functionId);
@@ -93,11 +98,14 @@ export class WorkerHub implements SnapshotSource {
     if (this.cached !== undefined && this.cached.version === this.version) return this.cached;
     const functions: FunctionRecord[] = [];
     const triggers: TriggerRecord[] = [];
+    const workers: WorkerSummary[] = [];
     for (const connection of this.connections.values()) {
       for (const fn of connection.functions.values()) functions.push(fn);
       for (const trigger of connection.triggers.values()) triggers.push(trigger);
+      const { name, runtime, version, os, pid } = connection.info;
+      workers.push({ id: connection.id, connectedAt: connection.connectedAt, name, runtime, version, os, pid });
     }
-    this.cached = { ownerId: this.ownerId, version: this.version, functions, triggers };
+    this.cached = { ownerId: this.ownerId, version: this.version, functions, triggers, workers };
     return this.cached;
   }
 

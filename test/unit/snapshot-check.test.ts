@@ -19,6 +19,8 @@ const valid: OwnerSnapshot = {
     trigger('m', 'http_middleware', { phase: 'preHandler', scope: { path: '/api/*' }, priority: 5 }),
   ],
   endpoint: { nodeId: 'node', socketPath: '/tmp/x.sock', host: '10.0.0.1', port: 4000 },
+  workers: [{ id: 'w1', connectedAt: 5, name: 'api', runtime: 'node', version: '0.22.1', pid: 42 }],
+  publishedAt: 1234,
 };
 
 describe('checkSnapshot', () => {
@@ -26,6 +28,11 @@ describe('checkSnapshot', () => {
     const wire: unknown = JSON.parse(JSON.stringify(valid));
     const checked = checkSnapshot(wire, false);
     expect(checked).toEqual({ ok: true, snapshot: valid });
+  });
+
+  it('drops malformed worker summaries instead of refusing the snapshot (they are informational)', () => {
+    const checked = checkSnapshot(JSON.parse(JSON.stringify({ ...valid, workers: [{ id: 7 }, { id: 'ok', connectedAt: 1 }] })), false);
+    expect(checked.ok && checked.snapshot.workers).toEqual([{ id: 'ok', connectedAt: 1 }]);
   });
 
   it.each([

@@ -1,0 +1,114 @@
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The engine's Prometheus metrics (docs/operations.md#metrics). Each child keeps its own registry;
+ * the primary's /metrics aggregates every child's over node:cluster IPC (prom-client's
+ * AggregatorRegistry): counters and histograms sum, gauges sum unless they say otherwise (a table
+ * version or route count is the same on every child, so it takes the max).
+ */
+const KNOWN_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** Route label for requests that matched no route, so unmatched paths cannot explode cardinality. */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export interface MetricSources {
+  connectedWorkers(): number;
+  localFunctions(): number;
+  routes(): number;
+  tableVersion(): number;
+  inFlight(): number;
+}
+
+export class EngineMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'route' | 'method' | 'status'>;
+  private readonly duration: Histogram<'route' | 'path'>;
+  private readonly syncLag: Histogram;
+  private readonly forwardErrors: Counter<'reason'>;
+  private readonly reconnects: Counter;
+  private readonly middleware: Histogram<'phase' | 'outcome'>;
+
+  constructor(sources: MetricSources) {
+    const registers = [this.registry];
+    this.requests = new Counter({
+      name: 'switchyard_http_requests_total',
+      help: 'HTTP requests answered, by route pattern, method and status',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'switchyard_http_request_duration_seconds',
+      help: 'HTTP request latency, by route pattern and by whether the handler ran on this process (local) or a peer (forwarded)',
+      labelNames: ['route', 'path'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    new Gauge({ name: 'switchyard_http_requests_in_flight', help: 'Requests admitted and not yet finished', registers, collect() { this.set(sources.inFlight()); } });
+    new Gauge({ name: 'switchyard_workers_connected', help: 'Worker WebSockets connected', registers, collect() { this.set(sources.connectedWorkers()); } });
+    new Gauge({ name: 'switchyard_functions_registered', help: 'Functions registered by workers connected to this node', registers, collect() { this.set(sources.localFunctions()); } });
+    new Gauge({ name: 'switchyard_routes', help: 'Routes in the (cluster-wide) route table', aggregator: 'max', registers, collect() { this.set(sources.routes()); } });
+    new Gauge({ name: 'switchyard_table_version', help: 'Builds of the route table so far (grows on every change)', aggregator: 'max', registers, collect() { this.set(sources.tableVersion()); } });
+    this.syncLag = new Histogram({
+      name: 'switchyard_table_sync_lag_seconds',
+      help: 'Time from a peer publishing its registrations to this process applying them',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.forwardErrors = new Counter({
+      name: 'switchyard_forward_errors_total',
+      help: 'Forwarded calls that failed: not_dispatched (retried elsewhere or unavailable), disconnected, timeout',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.reconnects = new Counter({ name: 'switchyard_worker_reconnects_total', help: 'Workers that reattached after a reconnect', registers });
+    this.middleware = new Histogram({
+      name: 'switchyard_middleware_duration_seconds',
+      help: 'Time spent in middleware calls, by phase and outcome',
+      labelNames: ['phase', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    // The primary asks children for their metrics over IPC; this registers the child's answer.
+    AggregatorRegistry.setRegistries([this.registry]);
+    new AggregatorRegistry();
+  }
+
+  request(route: string | undefined, method: string, status: number, seconds: number, forwarded: boolean): void {
+    const routeLabel = route ?? UNMATCHED_ROUTE;
+    this.requests.inc({ route: routeLabel, method: KNOWN_METHODS.has(method) ? method : 'OTHER', status: String(status) });
+    this.duration.observe({ route: routeLabel, path: forwarded ? 'forwarded' : 'local' }, seconds);
+  }
+
+  tableSyncLag(seconds: number): void {
+    this.syncLag.observe(Math.max(0, seconds));
+  }
+
+  forwardError(reason: 'not_dispatched' | 'disconnected' | 'timeout'): void {
+    this.forwardErrors.inc({ reason });
+  }
+
+  workerReconnected(): void {
+    this.reconnects.inc();
+  }
+
+  middlewareCall(phase: string, outcome: 'continue' | 'respond' | 'failed', seconds: number): void {
+    this.middleware.observe({ phase, outcome }, seconds);
+  }
+}
+
+/** The primary's side: its own metrics plus every child's, aggregated. */
+export class ClusterMetrics {
+  readonly registry = new Registry();
+  private readonly aggregator = new AggregatorRegistry();
+  readonly childRestarts: Counter;
+
+  constructor() {
+    this.childRestarts = new Counter({ name: 'switchyard_child_restarts_total', help: 'Engine children restarted after they exited', registers: [this.registry] });
+  }
+
+  async render(): Promise<{ contentType: string; body: string }> {
+    const [children, own] = await Promise.all([this.aggregator.clusterMetrics(), this.registry.metrics()]);
+    return { contentType: this.registry.contentType, body: `${own}\n${children}` };
+  }
+}
