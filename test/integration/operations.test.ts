@@ -80,8 +80,8 @@ describe('operations: metrics, admin views and logs on a 2-process engine', () =
   });
 
   it('lists connected workers with name, runtime and functions', async () => {
-    const workers = await eventually(
-      async () => (await http(`${engine.adminUrl}/workers`)).json() as { name?: string }[],
+    const workers = await eventually<{ name?: string }[]>(
+      async () => (await http(`${engine.adminUrl}/workers`)).json(),
       (list) => list.some((w) => w.name === 'ops-worker'),
     );
     const ops = workers.find((w) => w.name === 'ops-worker') as Record<string, unknown>;
