@@ -38,6 +38,8 @@ export interface EngineOptions {
   /** How long in-flight requests may run on close before their connections are cut. */
   drainGraceMs?: number;
   cluster?: EngineClusterOptions;
+  /** Add the x-switchyard-served-by response header (debugging, benchmarks). */
+  servedByHeader?: boolean;
 }
 
 export interface EnginePorts {
@@ -137,6 +139,7 @@ export class Engine {
       invoker: this.invoker,
       logger: logger.child({ module: 'http' }),
       metrics: this.metrics,
+      ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
     if (options.serveAdmin === true) {

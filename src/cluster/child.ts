@@ -60,6 +60,7 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
   const engine = new Engine({
     config,
     logger,
+    servedByHeader: process.env.SWITCHYARD_SERVED_BY_HEADER === '1',
     cluster: {
       identity,
       bus: makeBus(config, identity, logger.child({ module: 'bus' })),

@@ -21,6 +21,11 @@ export interface PipelineDeps {
   invoker: Invoker;
   logger: Logger;
   metrics?: EngineMetrics;
+  /**
+   * When set, every response carries `x-switchyard-served-by: <peer>; forwarded=<bool>` (opt-in
+   * with SWITCHYARD_SERVED_BY_HEADER=1: tells operators and benchmarks which process answered).
+   */
+  servedBy?: string;
 }
 
 const RETRY_AFTER_SECONDS = '1';
@@ -354,6 +359,9 @@ export class HttpPipeline {
     if (state.finished) return;
     state.finished = true;
     const { res, req } = state;
+    if (this.deps.servedBy !== undefined) {
+      state.engineHeaders['x-switchyard-served-by'] = `${this.deps.servedBy}; forwarded=${String(state.trace.forwarded)}`;
+    }
     if (state.closeConnection) {
       state.engineHeaders.connection = 'close';
       // The unread rest of the body must not be parsed as the next request: drop the socket once sent.
