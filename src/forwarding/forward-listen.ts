@@ -1,19 +1,9 @@
 import { unlink } from 'node:fs/promises';
 import { connect } from 'node:net';
-import type { ListenOptions, Server } from 'node:net';
+import type { Server } from 'node:net';
 import { SwitchyardError } from '../errors.js';
+import { listen } from '../net/listen.js';
 
-/** `server.listen` as a promise that rejects with the listen error (EADDRINUSE, EACCES, …). */
-export function listen(server: Server, options: ListenOptions): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const onError = (err: Error): void => reject(err);
-    server.once('error', onError);
-    server.listen(options, () => {
-      server.off('error', onError);
-      resolve();
-    });
-  });
-}
 
 /**
  * Binds a Unix socket. A file left at the path by a crashed process is removed and the bind retried;

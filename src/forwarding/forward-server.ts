@@ -6,7 +6,8 @@ import type { Logger } from 'pino';
 import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameWriter } from './forward-frames.js';
-import { listen, listenUnix } from './forward-listen.js';
+import { listen } from '../net/listen.js';
+import { listenUnix } from './forward-listen.js';
 import type { CallMessage, ClientMessage } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,

@@ -1,4 +1,5 @@
 import { createServer } from 'node:http';
+import { listen } from '../net/listen.js';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -37,13 +38,7 @@ export class HttpServer {
   }
 
   async start(): Promise<number> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ port: this.config.port, host: this.config.host }, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
+    await listen(this.server, { port: this.config.port, host: this.config.host });
     const port = (this.server.address() as AddressInfo).port;
     this.logger.info({ host: this.config.host, port }, 'http listener started');
     return port;
