@@ -12,9 +12,11 @@ const REFERENCE = /\$\{([^{}:\s]+)(?::([^}]*))?\}/g;
  * parses as a number. A variable that is set wins even when empty (iii behaves the same); the default
  * applies only when it is unset. Every unset variable without a default is reported in one error.
  */
-export function substituteEnv(text: string, env: Record<string, string | undefined>): string {
+export function substituteEnv(text: string, env: Record<string, string | undefined>, format: 'yaml' | 'json' = 'yaml'): string {
   const missing = new Map<string, number[]>();
   const result = text.replace(REFERENCE, (reference: string, name: string, fallback: string | undefined, offset: number) => {
+    // A commented-out line must not need its variables: `# auth_token: ${WORKER_TOKEN}` stays inert.
+    if (format === 'yaml' && inYamlComment(text, offset)) return reference;
     const value = env[name];
     if (value !== undefined) return value;
     if (fallback !== undefined) return fallback;
@@ -32,6 +34,25 @@ export function substituteEnv(text: string, env: Record<string, string | undefin
     throw new ConfigError('CONFIG_INVALID', issues);
   }
   return result;
+}
+
+/**
+ * Whether `offset` lies in a YAML comment: after a `#` that starts the line or follows whitespace,
+ * outside single or double quotes, on the same line.
+ */
+function inYamlComment(text: string, offset: number): boolean {
+  let quote: string | undefined;
+  for (let i = text.lastIndexOf('\n', offset - 1) + 1; i < offset; i++) {
+    const c = text[i];
+    if (quote !== undefined) {
+      if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") {
+      quote = c;
+    } else if (c === '#' && (i === 0 || text[i - 1] === ' ' || text[i - 1] === '\t' || text[i - 1] === '\n')) {
+      return true;
+    }
+  }
+  return false;
 }
 
 function lineOf(text: string, offset: number): number {

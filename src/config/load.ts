@@ -24,7 +24,7 @@ const DEFAULT_FILES = ['config.yaml', 'config.yml'] as const;
 export function loadConfigText(text: string, format: ConfigFormat, env: ConfigEnv, source?: string): EngineConfig {
   try {
     // Editors on Windows may save a BOM, which JSON.parse rejects and YAML would keep in the first key.
-    const substituted = substituteEnv(text.replace(/^\uFEFF/, ''), env);
+    const substituted = substituteEnv(text.replace(/^\uFEFF/, ''), env, format);
     const document = format === 'json' ? parseJson(substituted) : parseYaml(substituted);
     // An empty file (or one with only comments) is a valid "all defaults" config.
     return parseConfig(document ?? {});

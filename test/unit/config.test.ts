@@ -649,3 +649,19 @@ describe('loadConfigFile', () => {
     );
   });
 });
+
+describe('substituteEnv and YAML comments', () => {
+  it('leaves references in comments alone, so a commented-out line needs no variable', () => {
+    const yaml = ['# auth_token: ${WORKER_TOKEN}', 'port: ${PORT:1} # was ${OLD_PORT}', 'name: "a # not a comment ${NAME:x}"'].join('\n');
+    expect(substituteEnv(yaml, {})).toBe(['# auth_token: ${WORKER_TOKEN}', 'port: 1 # was ${OLD_PORT}', 'name: "a # not a comment x"'].join('\n'));
+  });
+
+  it('still reports a missing variable outside comments', () => {
+    expect(() => substituteEnv('a: ${MISSING} # ok ${ALSO_MISSING}', {})).toThrow(/MISSING is not set/);
+    expect(() => substituteEnv('a: ${MISSING} # ok ${ALSO_MISSING}', {})).not.toThrow(/ALSO_MISSING/);
+  });
+
+  it('substitutes everywhere in JSON, which has no comments', () => {
+    expect(substituteEnv('{"a": "# ${X:1}"}', {}, 'json')).toBe('{"a": "# 1"}');
+  });
+});
