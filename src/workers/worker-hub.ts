@@ -80,14 +80,20 @@ export class WorkerHub implements SnapshotSource {
     this.changed();
   }
 
-  /** A local connection serving the function, balanced round-robin over replicas. */
+  /**
+   * A local connection serving the function, balanced round-robin over replicas. A socket that is
+   * already closing (its close frame arrived, cleanup not run yet) is passed over for an open one.
+   */
   pickOwner(functionId: string): WorkerConnection | undefined {
     const owners = this.owners.get(functionId);
     if (owners === undefined) return undefined;
     const list = owners.connections;
     if (list.length === 1) return list[0];
-    const index = owners.next++ % list.length;
-    return list[index];
+    for (let tries = 0; tries < list.length; tries++) {
+      const candidate = list[owners.next++ % list.length];
+      if (candidate?.isOpen === true) return candidate;
+    }
+    return list[owners.next % list.length];
   }
 
   has(functionId: string): boolean {

@@ -196,8 +196,12 @@ describe('replicated-worker.mjs: several copies behind one route (engine requiri
 
   it('when one copy stops (SIGTERM, clean exit) the other serves every request', async () => {
     const [alpha, beta] = replicas as [ManagedProcess, ManagedProcess];
+    const disconnectsBefore = engine.stdout.lines.filter((l) => l.includes('"worker disconnected"')).length;
     await expectCleanStop(alpha);
     expect(jsonLines(alpha).some((l) => l.msg === 'replica stopping' && l.signal === 'SIGTERM')).toBe(true);
+    // The process has exited; wait until the engine has seen its socket close too (until then a call
+    // may still go to it: retrying such calls on another replica is reconnect-grace work).
+    await engine.stdout.waitFor(() => engine.stdout.lines.filter((l) => l.includes('"worker disconnected"')).length > disconnectsBefore);
     for (let n = 0; n < 8; n++) {
       const res = await http(url(200 + n));
       expect(res.status).toBe(200);
