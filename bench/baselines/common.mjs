@@ -1,0 +1,152 @@
+// What the baselines share: the link to a worker process over one ws socket, the HTTP handler that
+// turns a request into one invokefunction frame, and the relay stream between two processes.
+// Deliberately minimal: no validation, no timeouts, no logging. No Switchyard code.
+import { spawn } from 'node:child_process';
+import { createServer as createHttpServer } from 'node:http';
+import { connect, createServer as createNetServer } from 'node:net';
+import { setImmediate } from 'node:timers';
+import { URL, fileURLToPath } from 'node:url';
+import { WebSocketServer } from 'ws';
+
+const WORKER_SCRIPTS = { raw: '../workers/raw-worker.mjs', sdk: '../workers/sdk-worker.mjs' };
+const ROUTES = 'GET /bench/hello,POST /bench/echo';
+const fnOf = (method) => (method === 'POST' ? 'bench::f1' : 'bench::f0');
+
+/**
+ * Listens for one worker on a port of this process alone (exclusive: inside a node:cluster child a
+ * shared port would deal the worker to any sibling), spawns it (WORKER=raw|sdk), and resolves with
+ * `invoke(functionId, dataJson, done)` once the worker answers. `done(message, text)` gets the worker's
+ * invocationresult parsed and as received.
+ */
+export async function startWorker() {
+  const server = createHttpServer();
+  await new Promise((resolve) => server.listen({ host: '127.0.0.1', port: 0, exclusive: true }, resolve));
+  const wss = new WebSocketServer({ server });
+  const script = fileURLToPath(new URL(WORKER_SCRIPTS[process.env.WORKER ?? 'raw'], import.meta.url));
+  const url = `ws://127.0.0.1:${server.address().port}`;
+  spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, III_URL: url, ROUTES, OTEL_ENABLED: 'false' } });
+  const ws = await new Promise((resolve) => wss.once('connection', resolve));
+  const pending = new Map();
+  let lastId = 0;
+  let triggers = 0;
+  let registered;
+  const allRegistered = new Promise((resolve) => (registered = resolve));
+  ws.on('message', (data) => {
+    const text = data.toString();
+    const m = JSON.parse(text);
+    if (m.type === 'invocationresult') {
+      const done = pending.get(m.invocation_id);
+      pending.delete(m.invocation_id);
+      done?.(m, text);
+    } else if (m.type === 'ping') {
+      ws.send('{"type":"pong"}');
+    } else if (m.type === 'registertrigger' && ++triggers === 2) {
+      registered();
+    }
+  });
+  const invoke = (functionId, dataJson, done) => {
+    const id = String(++lastId);
+    pending.set(id, done);
+    ws.send(`{"type":"invokefunction","invocation_id":"${id}","function_id":"${functionId}","data":${dataJson}}`);
+  };
+  await allRegistered;
+  await new Promise((resolve) => invoke('bench::f0', '{}', resolve));
+  return invoke;
+}
+
+/** The HTTP side: the request (JSON body parsed) as one invocation; the worker's ApiResponse as the reply. */
+export function handler(invoke) {
+  return (req, res) => {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const text = chunks.length === 0 ? '' : Buffer.concat(chunks).toString();
+      const request = { path: req.url, method: req.method, headers: req.headers, query_params: {}, body: text === '' ? null : JSON.parse(text) };
+      invoke(fnOf(req.method), JSON.stringify(request), (m) => {
+        const { status_code: status, headers, body } = m.result;
+        const json = JSON.stringify(body);
+        res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(json) });
+        res.end(json);
+      });
+    });
+  };
+}
+
+/**
+ * A frame stream on a socket: `u32 length | u32 id | UTF-8 text`, any number in flight, matched by
+ * id. Writes of one loop turn go out as one write (at most 16 KiB waits for the end of the turn).
+ * Returns `send(id, text)`; `onFrame(id, text)` gets every frame received.
+ */
+export function frameStream(socket, onFrame) {
+  let queue = [];
+  let queued = 0;
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (queue.length === 0) return;
+    socket.write(queue.length === 1 ? queue[0] : Buffer.concat(queue, queued));
+    queue = [];
+    queued = 0;
+  };
+  let rest = null;
+  socket.on('data', (chunk) => {
+    const buf = rest === null ? chunk : Buffer.concat([rest, chunk]);
+    let offset = 0;
+    while (buf.length - offset >= 8) {
+      const length = buf.readUInt32BE(offset);
+      if (buf.length - offset - 4 < length) break;
+      onFrame(buf.readUInt32BE(offset + 4), buf.toString('utf8', offset + 8, offset + 4 + length));
+      offset += 4 + length;
+    }
+    rest = offset < buf.length ? buf.subarray(offset) : null;
+  });
+  socket.setNoDelay?.(true);
+  return (id, text) => {
+    const bytes = Buffer.byteLength(text);
+    const frame = Buffer.allocUnsafe(8 + bytes);
+    frame.writeUInt32BE(4 + bytes, 0);
+    frame.writeUInt32BE(id, 4);
+    frame.write(text, 8);
+    queue.push(frame);
+    queued += frame.length;
+    if (queued >= 16 * 1024) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+}
+
+/** The owner's end of the relay: each frame is `functionId \n dataJson`; the reply is the worker's message text. */
+export async function relayServer(path, invoke) {
+  const server = createNetServer((socket) => {
+    const send = frameStream(socket, (id, text) => {
+      const nl = text.indexOf('\n');
+      invoke(text.slice(0, nl), text.slice(nl + 1), (_m, reply) => send(id, reply));
+    });
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+}
+
+/** The receiving end: an `invoke` with the local one's signature that goes through the relay. */
+export async function relayClient(path) {
+  const socket = connect(path);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const pending = new Map();
+  let lastId = 0;
+  const send = frameStream(socket, (id, text) => {
+    const done = pending.get(id);
+    pending.delete(id);
+    done(JSON.parse(text), text);
+  });
+  return (functionId, dataJson, done) => {
+    lastId = lastId >= 0xffffffff ? 1 : lastId + 1;
+    pending.set(lastId, done);
+    send(lastId, `${functionId}\n${dataJson}`);
+  };
+}
+
+export function listenHttp(invoke) {
+  const server = createHttpServer(handler(invoke));
+  return new Promise((resolve) => server.listen({ host: '127.0.0.1', port: Number(process.env.PORT ?? 0) }, () => resolve(server.address().port)));
+}
