@@ -13,7 +13,8 @@ import { decodeBody, readBody, searchParamsToObject } from './body.js';
 import { CorsPolicy } from './cors.js';
 import { resolveRequestId } from './request-id.js';
 import type { HttpReply } from './response.js';
-import { errorReply, mapApiResponse, writeReply } from './response.js';
+import { errorReply, writeReply } from './response.js';
+import { failureReply, outcomeReply, responseReply, RETRY_AFTER_SECONDS, sentResponse } from './replies.js';
 
 export interface PipelineDeps {
   config: ApiConfig;
@@ -28,7 +29,6 @@ export interface PipelineDeps {
   servedBy?: string;
 }
 
-const RETRY_AFTER_SECONDS = '1';
 /**
  * onError/onTimeout run when the deadline may already be gone: they get at least this long, so a
  * timeout can still be answered by middleware (bounded, and never more than default_timeout).
@@ -229,7 +229,7 @@ export class HttpPipeline {
       }
       answer = this.answerFromPhase(state, 'postHandler', post) ?? answer;
     }
-    this.finish(state, answer.kind === 'reply' ? answer.reply : this.responseReply(answer.value, requestId));
+    this.finish(state, answer.kind === 'reply' ? answer.reply : responseReply(answer.value, requestId));
   }
 
   private selectIds(routing: RoutingState, phase: MiddlewarePhase, path: string): readonly string[] {
@@ -255,7 +255,7 @@ export class HttpPipeline {
     }
     const answer = this.answerFromPhase(state, phase, outcome);
     if (answer === undefined) return undefined;
-    return answer.kind === 'reply' ? answer.reply : this.responseReply(answer.value, state.requestId);
+    return answer.kind === 'reply' ? answer.reply : responseReply(answer.value, state.requestId);
   }
 
   /** `respond` becomes the answer; a failure becomes 500 MIDDLEWARE_FAILED; `continue` is undefined. */
@@ -281,7 +281,7 @@ export class HttpPipeline {
     if (failure.source === 'engine' && failure.code === 'TIMEOUT') {
       return this.timeoutReply(state, failure.message, matchedRoute);
     }
-    const fallback = this.failureReply(failure, state.requestId);
+    const fallback = failureReply(failure, state.requestId);
     return this.errorPhase(state, 'onError', { code: failure.code, message: failure.message }, matchedRoute, fallback);
   }
 
@@ -309,7 +309,7 @@ export class HttpPipeline {
     const call: MiddlewareCall = { phase, request, error };
     if (matchedRoute !== undefined) call.matchedRoute = matchedRoute;
     const outcome = await this.middleware.run(ids, call, deadline, state.requestId);
-    if (outcome.kind === 'respond') return this.responseReply(outcome.response, state.requestId);
+    if (outcome.kind === 'respond') return responseReply(outcome.response, state.requestId);
     if (outcome.kind === 'failed') {
       this.deps.logger.warn(
         { requestId: state.requestId, phase, functionId: outcome.functionId, reason: outcome.reason },
@@ -332,26 +332,7 @@ export class HttpPipeline {
       return this.finish(state, errorReply('NOT_FOUND', state.requestId));
     }
     const outcome = await this.invoke(fallback, apiRequest, state);
-    this.finish(state, this.outcomeReply(outcome, state.requestId));
-  }
-
-  private outcomeReply(outcome: InvocationOutcome, requestId: string): HttpReply {
-    return outcome.ok ? this.responseReply(outcome.value, requestId) : this.failureReply(outcome.failure, requestId);
-  }
-
-  /** An ApiResponse from a handler or a middleware `respond`, as HTTP (502 when it is not valid). */
-  private responseReply(value: unknown, requestId: string): HttpReply {
-    const mapped = mapApiResponse(value);
-    if (!mapped.ok) return errorReply('INVALID_RESPONSE', requestId, { message: `invalid handler response: ${mapped.message}` });
-    return mapped.reply;
-  }
-
-  private failureReply(failure: InvocationFailure, requestId: string): HttpReply {
-    if (failure.source === 'worker') return errorReply(failure.code, requestId, { status: 500, message: failure.message });
-    if (failure.code === 'FUNCTION_UNAVAILABLE') {
-      return errorReply('FUNCTION_UNAVAILABLE', requestId, { headers: [['retry-after', RETRY_AFTER_SECONDS]] });
-    }
-    return errorReply(failure.code, requestId, { message: failure.message });
+    this.finish(state, outcomeReply(outcome, state.requestId));
   }
 
   /** Writes the reply once; a second call (a bug path) is ignored rather than answering twice. */
@@ -425,19 +406,4 @@ export class HttpPipeline {
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
   }
-}
-
-/** The response as onResponse middleware sees it: status, header map, body (JSON bodies parsed). */
-function sentResponse(reply: HttpReply): { status_code: number; headers: Record<string, string>; body: unknown } {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of reply.headers) headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
-  let body: unknown = reply.body === undefined ? null : reply.body.toString();
-  if (typeof body === 'string' && headers['content-type']?.startsWith('application/json')) {
-    try {
-      body = JSON.parse(body);
-    } catch {
-      // sent as is; keep the text
-    }
-  }
-  return { status_code: reply.status, headers, body };
 }
