@@ -251,7 +251,7 @@ export class ForwardServer {
     result.then(
       (outcome) => {
         // The same request id as the access line on the peer that forwarded it: one id on every hop.
-        this.logger.debug(
+        if (this.logger.isLevelEnabled('debug')) this.logger.debug(
           { requestId: call.requestId, functionId: call.functionId, fromPeer: connection.peerId, ok: outcome.ok, durationMs: Math.round((performance.now() - started) * 100) / 100 },
           'forwarded call',
         );

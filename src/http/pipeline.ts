@@ -391,6 +391,9 @@ export class HttpPipeline {
   private log(state: RequestState, status: number): void {
     const elapsedMs = performance.now() - state.startedAt;
     const { trace } = state;
+    this.deps.metrics?.request(state.route?.pattern.source, state.req.method ?? 'GET', status, elapsedMs / 1000, trace.forwarded);
+    // Build the access line only when it will be written (a warn-level engine skips it entirely).
+    if (!this.deps.logger.isLevelEnabled(status >= 500 ? 'warn' : 'info')) return;
     const line = {
       requestId: state.requestId,
       method: state.req.method,
@@ -402,7 +405,6 @@ export class HttpPipeline {
       forwarded: trace.forwarded,
       worker: trace.forwarded ? trace.peerId : trace.workerId,
     };
-    this.deps.metrics?.request(state.route?.pattern.source, state.req.method ?? 'GET', status, elapsedMs / 1000, trace.forwarded);
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
   }
