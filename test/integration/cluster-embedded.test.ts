@@ -46,7 +46,9 @@ describe('embedded cluster: processes: 2', () => {
       expect(res.status).toBe(200);
       expect(res.json()).toEqual({ name: `n${i}`, requestId: id });
     }
-    await engine.stdout.waitFor((l) => l.includes('"requestId":"emb-19"') && l.includes('"msg":"request"'));
+    // Both children write to the shared pipe on their own schedule: wait until all 20 lines are in.
+    const counted = () => [...servedBy(engine, ids).values()].reduce((a, b) => a + b, 0);
+    await engine.stdout.waitFor(() => counted() >= 20, 10_000, '20 access lines');
     const pids = servedBy(engine, ids);
     expect([...pids.values()].reduce((a, b) => a + b, 0)).toBe(20);
     expect(pids.size).toBe(2);

@@ -91,7 +91,10 @@ describe('operations: metrics, admin views and logs on a 2-process engine', () =
   });
 
   it('logs one access line per request with route, status, duration, request id, worker and forwarded', async () => {
-    const lines = engine.stdout.json().filter((l) => l.msg === 'request' && String(l.requestId).startsWith('ops-'));
+    // Children write their lines to the shared stdout pipe on their own schedule: wait for all of them.
+    const accessLines = () => engine.stdout.json().filter((l) => l.msg === 'request' && String(l.requestId).startsWith('ops-'));
+    await engine.stdout.waitFor(() => accessLines().length >= REQUESTS, 10_000, `${REQUESTS} access lines`);
+    const lines = accessLines();
     expect(lines).toHaveLength(REQUESTS);
     for (const line of lines) {
       expect(line).toMatchObject({ method: 'GET', route: '/echo/:id', functionId: 'api::echo', status: 200 });
