@@ -10,7 +10,6 @@ import { ForwardServer } from './forwarding/forward-server.js';
 import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
 import type { Invoker } from './invocation/invoker.js';
-import { AdminServer } from './observability/admin-server.js';
 import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
@@ -33,8 +32,6 @@ export interface EngineClusterOptions {
 export interface EngineOptions {
   config: EngineConfig;
   logger: Logger;
-  /** Serve /healthz and /readyz from this process (single-process mode). */
-  serveAdmin?: boolean;
   /** How long in-flight requests may run on close before their connections are cut. */
   drainGraceMs?: number;
   cluster?: EngineClusterOptions;
@@ -45,7 +42,6 @@ export interface EngineOptions {
 export interface EnginePorts {
   http: number;
   workers: number;
-  admin?: number;
   forward?: PeerEndpoint;
 }
 
@@ -65,7 +61,6 @@ export class Engine {
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
   private readonly workerServer: WorkerServer;
-  private readonly adminServer: AdminServer | undefined;
   private readonly forwardServer: ForwardServer | undefined;
   private readonly peers: PeerPool | undefined;
   private endpoint: PeerEndpoint | undefined;
@@ -142,19 +137,6 @@ export class Engine {
       ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
-    if (options.serveAdmin === true) {
-      this.adminServer = new AdminServer(
-        config.admin,
-        {
-          ready: () => this.ready(),
-          status: () => ({ connectedWorkers: this.hub.size, routes: this.table.current().router.size }),
-          routes: () => Promise.resolve(this.routesView()),
-          workers: () => Promise.resolve(this.workersView()),
-          metrics: async () => ({ contentType: this.metrics.registry.contentType, body: await this.metrics.registry.metrics() }),
-        },
-        logger.child({ module: 'admin' }),
-      );
-    }
   }
 
   /** The cluster's routes and middleware, with the peers that serve each function (GET /routes). */
@@ -206,14 +188,13 @@ export class Engine {
     if (this.phase !== 'created') throw new Error(`engine cannot start from phase ${this.phase}`);
     this.phase = 'starting';
     try {
-      // Admin first so that /readyz answers 503 while the rest binds; the forward listener and the
-      // bus before HTTP, so that the first request already sees every peer's routes.
-      const admin = await this.adminServer?.start();
+      // The forward listener and the bus before HTTP, so that the first request already sees every
+      // peer's routes. Admin is the primary's (src/cluster/primary.ts).
       const forward = await this.startCluster();
       const workers = await this.workerServer.start();
       const http = await this.httpServer.start();
       this.phase = 'running';
-      return { http, workers, ...(admin === undefined ? {} : { admin }), ...(forward === undefined ? {} : { forward }) };
+      return { http, workers, ...(forward === undefined ? {} : { forward }) };
     } catch (err) {
       await this.close();
       throw err;
@@ -270,7 +251,7 @@ export class Engine {
 
   /**
    * Leaves the cluster first (peers stop sending here), drains HTTP while forwarded calls still run,
-   * then closes the forward listener, workers (1001: they reconnect elsewhere), clients and admin.
+   * then closes the forward listener, workers (1001: they reconnect elsewhere) and peer clients.
    * Idempotent; keeps going past a failing step.
    */
   close(): Promise<void> {
@@ -287,7 +268,6 @@ export class Engine {
         ['forward', () => this.forwardServer?.close()],
         ['workers', () => this.workerServer.close()],
         ['peers', () => this.peers?.close()],
-        ['admin', () => this.adminServer?.close()],
       ];
       for (const [name, step] of steps) {
         try {
