@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
-import { http, waitForStatus } from '../support/http.js';
+import { http } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
 
 // CORS (http-module.md §2.1 `cors`; unset behaviour is "not shown": architecture.md makes it permissive).
 const APP = 'https://app.example.com';
@@ -13,14 +13,9 @@ describe('CORS unset: permissive', () => {
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine();
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    ({ engine, worker } = await startEngineWithHttpWorker());
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   it('allows any origin with "*" and no Vary', async () => {
     const res = await http(`${engine.httpUrl}/echo/1`, { headers: { origin: OTHER } });
@@ -62,14 +57,9 @@ describe('CORS set: only listed origins and methods', () => {
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine({ api: { cors: { allowed_origins: [APP], allowed_methods: ['GET', 'POST'] } } });
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    ({ engine, worker } = await startEngineWithHttpWorker({ api: { cors: { allowed_origins: [APP], allowed_methods: ['GET', 'POST'] } } }));
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   it('reflects a listed origin with Vary: Origin', async () => {
     const res = await http(`${engine.httpUrl}/echo/1`, { headers: { origin: APP } });

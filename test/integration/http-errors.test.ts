@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
 import { rawHttp } from '../support/raw-http.js';
 
 // Engine-generated errors (http-module.md §7; architecture.md status table, rows without middleware
@@ -17,16 +17,11 @@ describe('error responses', () => {
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine({
+    ({ engine, worker } = await startEngineWithHttpWorker({
       api: { default_timeout: TIMEOUT_MS, concurrency_request_limit: 2, body_limit: BODY_LIMIT },
-    });
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    }));
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   const guardedCalls = async (): Promise<number> => (await http(`${engine.httpUrl}/guarded-calls`)).json().calls;
 

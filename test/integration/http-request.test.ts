@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
-import { http, waitForStatus } from '../support/http.js';
+import { http } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
 import { rawHttp } from '../support/raw-http.js';
 
 // The ApiRequest a handler receives (http-module.md §2.3) and the request-side config fields (§2.1):
@@ -15,14 +15,9 @@ describe('ApiRequest with default config', () => {
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine();
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    ({ engine, worker } = await startEngineWithHttpWorker());
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   const post = (body: string | Buffer, contentType?: string) =>
     http(`${engine.httpUrl}/echo`, {
@@ -163,14 +158,9 @@ describe('ApiRequest with trust_proxy true and a custom request_id_header', () =
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine({ api: { trust_proxy: true, request_id_header: 'X-Correlation-Id' } });
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    ({ engine, worker } = await startEngineWithHttpWorker({ api: { trust_proxy: true, request_id_header: 'X-Correlation-Id' } }));
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   it('takes ip from the left-most X-Forwarded-For entry', async () => {
     const single = await http(`${engine.httpUrl}/echo/1`, { headers: { 'x-forwarded-for': '203.0.113.7' } });

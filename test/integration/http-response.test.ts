@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { http, waitForStatus } from '../support/http.js';
+import { http } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
 
 // Turning a handler's ApiResponse into HTTP (http-module.md §2.4, §4 "Response"; architecture.md).
 describe('ApiResponse to HTTP', () => {
@@ -9,14 +9,9 @@ describe('ApiResponse to HTTP', () => {
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine();
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    ({ engine, worker } = await startEngineWithHttpWorker());
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   it('takes the HTTP status from status_code', async () => {
     for (const code of [200, 202, 418, 503]) {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { startEngine, startEngineWithHttpWorker, startWorker, stopAll, WORKER_READY_MS } from '../support/processes.js';
 
 // Route matching (http-module.md §2.2, §4 rules 2 and 4, §7 not-found rows; architecture.md decisions).
 describe('routing with default config (ignore_trailing_slash false, no not_found_function)', () => {
@@ -10,14 +10,9 @@ describe('routing with default config (ignore_trailing_slash false, no not_found
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    engine = await startEngine();
-    worker = startWorker('http-worker', engine.workerUrl);
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    ({ engine, worker } = await startEngineWithHttpWorker());
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   it('binds api_path and http_method: the trigger metadata names the pattern, path is the actual path', async () => {
     const res = await http(`${engine.httpUrl}/echo/abc`);
@@ -127,10 +122,7 @@ describe('routing with ignore_trailing_slash true and a not_found_function', () 
     worker = startWorker('http-worker', engine.workerUrl);
     await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
   });
-  afterAll(async () => {
-    await worker?.stop();
-    await engine?.stop();
-  });
+  afterAll(() => stopAll(worker, engine));
 
   it('makes a route and the same route with a trailing slash equivalent', async () => {
     for (const path of ['/slash', '/slash/']) {

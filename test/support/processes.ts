@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { waitForStatus } from './http.js';
 import { freePort } from './redis.js';
 
 /** Real processes for integration tests: the built engine and iii-sdk workers. */
@@ -218,3 +219,17 @@ export function startWorker(name: string, workerUrl: string, env: NodeJS.Process
 
 /** How long a fixture worker may take to connect and register its routes on a loaded 2-core machine. */
 export const WORKER_READY_MS = 20_000;
+
+/** An engine with the http-worker fixture connected and every one of its routes registered. */
+export async function startEngineWithHttpWorker(options: EngineOptions = {}): Promise<{ engine: EngineHandle; worker: WorkerHandle }> {
+  const engine = await startEngine(options);
+  const worker = startWorker('http-worker', engine.workerUrl);
+  // The fixture registers /ready last: once it answers, every route is in the table.
+  await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+  return { engine, worker };
+}
+
+/** Stops workers before engines, in the order given, skipping what never started. */
+export async function stopAll(...handles: ({ stop(): Promise<unknown> } | undefined)[]): Promise<void> {
+  for (const handle of handles) await handle?.stop();
+}
