@@ -9,7 +9,9 @@ import type { EngineConfig } from './config/types.js';
 import { ForwardServer } from './forwarding/forward-server.js';
 import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
+import { GraceInvoker } from './invocation/grace-invoker.js';
 import type { Invoker } from './invocation/invoker.js';
+import { RETIRE_WORKER_FUNCTION } from './forwarding/forward-messages.js';
 import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
@@ -71,7 +73,7 @@ export class Engine {
   constructor(private readonly options: EngineOptions) {
     const { config, logger, cluster } = options;
     this.table = new RouteTable(config.api.ignoreTrailingSlash, config.api.middleware);
-    this.hub = new WorkerHub(cluster?.identity.peerId ?? `local-${randomUUID()}`);
+    this.hub = new WorkerHub(cluster?.identity.peerId ?? `local-${randomUUID()}`, config.workers.reconnectGraceMs);
     this.table.setLocalSource(this.hub);
     this.hub.onChange(() => {
       this.table.markChanged();
@@ -88,6 +90,7 @@ export class Engine {
       tableVersion: () => this.table.current().version,
       inFlight: () => this.pipeline.activeRequests,
     });
+    let invoker: Invoker = this.localInvoker;
     if (cluster !== undefined) {
       this.peers = new PeerPool(this.table, {
         selfNodeId: cluster.identity.nodeId,
@@ -96,7 +99,7 @@ export class Engine {
         cluster: cluster.clusterName,
         logger: logger.child({ module: 'forward' }),
       });
-      this.invoker = new ClusterInvoker(
+      invoker = new ClusterInvoker(
         this.localInvoker,
         this.table,
         this.peers,
@@ -112,10 +115,12 @@ export class Engine {
         // Forwarded calls run on this process's workers only: a forward is never forwarded again.
         invoker: this.localInvoker,
         logger: logger.child({ module: 'forward' }),
+        onRetire: (workerId, token) => this.retireLocal(workerId, token),
       });
-    } else {
-      this.invoker = this.localInvoker;
     }
+    // Reconnect grace on the calling side only: a forwarded call that finds no worker on its peer
+    // comes back as not dispatched, and the peer that took the request waits and retries.
+    this.invoker = new GraceInvoker(invoker, this.table, config.workers.reconnectGraceMs, this.metrics);
     this.workerServer = new WorkerServer(
       config.workers,
       {
@@ -125,6 +130,8 @@ export class Engine {
         ignoreTrailingSlash: config.api.ignoreTrailingSlash,
         workerCallTimeoutMs: config.api.defaultTimeoutMs,
         onReattach: () => this.metrics.workerReconnected(),
+        onFrozen: () => this.metrics.workerFrozen(),
+        ...(cluster === undefined ? {} : { retireElsewhere: (workerId: string, token: string) => this.retireElsewhere(workerId, token) }),
       },
       logger.child({ module: 'workers' }),
     );
@@ -137,6 +144,27 @@ export class Engine {
       ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
+  }
+
+  /** A peer relays a reattach: retire that worker's connection if it is here and the token matches. */
+  private retireLocal(workerId: string, token: string): void {
+    const result = this.hub.retire(workerId, token);
+    const logger = this.options.logger.child({ module: 'workers' });
+    if (result === 'retired') logger.info({ previousWorkerId: workerId }, 'retired a connection whose worker reattached on another peer');
+    else if (result === 'wrong-token') logger.warn({ previousWorkerId: workerId }, 'retire request with a wrong reattach token ignored');
+  }
+
+  /**
+   * A worker reattached here; its previous connection is on another peer (or gone). Every peer whose
+   * snapshot lists that worker is asked to retire it; the token is checked there.
+   */
+  private retireElsewhere(workerId: string, token: string): void {
+    if (this.peers === undefined) return;
+    for (const snapshot of this.table.snapshotsHeld()) {
+      if (snapshot.ownerId === this.hub.ownerId) continue;
+      if (snapshot.workers?.some((worker) => worker.id === workerId) !== true) continue;
+      this.peers.fire(snapshot.ownerId, RETIRE_WORKER_FUNCTION, { worker_id: workerId, reattach_token: token });
+    }
   }
 
   /** The cluster's routes and middleware, with the peers that serve each function (GET /routes). */

@@ -1,4 +1,4 @@
-import type { FunctionRecord, OwnerSnapshot, PeerEndpoint, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
+import type { DepartedWorker, FunctionRecord, OwnerSnapshot, PeerEndpoint, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
 import { validateTrigger } from '../routing/trigger-config.js';
 
 /**
@@ -73,6 +73,20 @@ function checkWorkers(v: unknown): WorkerSummary[] {
   return out;
 }
 
+function checkDeparted(v: unknown, ignoreTrailingSlash: boolean): DepartedWorker | string {
+  if (!isObject(v) || !isText(v.workerId) || !Array.isArray(v.functionIds) || !Array.isArray(v.triggers)) {
+    return 'departed worker needs workerId, functionIds and triggers';
+  }
+  if (!v.functionIds.every(isText)) return 'departed functionIds must be strings';
+  const triggers: TriggerRecord[] = [];
+  for (const item of v.triggers) {
+    const checked = checkTrigger(item, ignoreTrailingSlash);
+    if (typeof checked === 'string') return checked;
+    triggers.push(checked);
+  }
+  return { workerId: v.workerId, functionIds: v.functionIds, triggers };
+}
+
 function checkEndpoint(v: unknown): PeerEndpoint | string {
   if (!isObject(v) || !isText(v.nodeId)) return 'endpoint needs nodeId';
   const endpoint: PeerEndpoint = { nodeId: v.nodeId };
@@ -107,6 +121,16 @@ export function checkSnapshot(raw: unknown, ignoreTrailingSlash: boolean): Snaps
   }
   const snapshot: OwnerSnapshot = { ownerId: raw.ownerId, version: raw.version, functions, triggers, workers: checkWorkers(raw.workers) };
   if (isNumber(raw.publishedAt)) snapshot.publishedAt = raw.publishedAt;
+  if (raw.departed !== undefined) {
+    if (!Array.isArray(raw.departed)) return { ok: false, reason: 'snapshot departed must be an array' };
+    const departed: DepartedWorker[] = [];
+    for (const item of raw.departed) {
+      const checked = checkDeparted(item, ignoreTrailingSlash);
+      if (typeof checked === 'string') return { ok: false, reason: checked };
+      departed.push(checked);
+    }
+    if (departed.length > 0) snapshot.departed = departed;
+  }
   if (raw.endpoint !== undefined) {
     const endpoint = checkEndpoint(raw.endpoint);
     if (typeof endpoint === 'string') return { ok: false, reason: endpoint };

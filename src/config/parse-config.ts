@@ -183,6 +183,9 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
     host: workers.host,
     port: workers.port ?? topLevelPort,
     maxFrameBytes: workers.max_frame_bytes,
+    reconnectGraceMs: workers.reconnect_grace_ms,
+    heartbeatIntervalMs: workers.heartbeat_interval_ms,
+    heartbeatTimeoutMs: workers.heartbeat_timeout_ms,
     ...(workers.auth_token === undefined ? {} : { authToken: workers.auth_token }),
   };
 }

@@ -118,6 +118,29 @@ export const workerModuleSchema = z
       .min(1)
       .optional()
       .describe('When set, workers must send `Authorization: Bearer <token>` when connecting; others are refused'),
+    reconnect_grace_ms: z
+      .int()
+      .min(0)
+      .max(600000)
+      .default(5000)
+      .describe('After the last worker serving a function disconnects, its routes stay and requests for them wait up to this long (within their deadline) for a worker to register it again; then 503 FUNCTION_UNAVAILABLE. 0 disables the wait'),
+    heartbeat_interval_ms: z
+      .int()
+      .min(0)
+      .max(600000)
+      .default(2000)
+      .describe('How often the engine pings each worker (WebSocket ping); 0 disables the heartbeat'),
+    heartbeat_timeout_ms: z
+      .int()
+      .min(100)
+      .max(3600000)
+      .default(5000)
+      .describe('A worker that sends nothing (no frame, no pong) for this long is dropped as frozen and its in-flight calls end with 502 WORKER_DISCONNECTED; must be greater than heartbeat_interval_ms'),
+  })
+  .refine((workers) => workers.heartbeat_interval_ms === 0 || workers.heartbeat_timeout_ms > workers.heartbeat_interval_ms, {
+    path: ['heartbeat_timeout_ms'],
+    error: 'must be greater than heartbeat_interval_ms',
+    when: (payload) => numericFields(payload.value, 'heartbeat_interval_ms', 'heartbeat_timeout_ms'),
   })
   .describe('The WebSocket listener that iii-sdk workers connect to (a Switchyard module)');
 

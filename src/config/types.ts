@@ -39,6 +39,12 @@ export interface WorkersConfig {
   port: number;
   maxFrameBytes: number;
   authToken?: string;
+  /** How long requests wait for a departed worker's functions to come back; 0: no wait. */
+  reconnectGraceMs: number;
+  /** WebSocket ping period; 0 disables the heartbeat. */
+  heartbeatIntervalMs: number;
+  /** Silence after which a worker is dropped as frozen. */
+  heartbeatTimeoutMs: number;
 }
 
 export interface ClusterConfig {

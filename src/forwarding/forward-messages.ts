@@ -22,6 +22,9 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   the peer is draining): the client reports it as not dispatched so another owner can be tried.
  * - Anything unexpected (bad length, undecodable body, wrong shape, a call before the handshake, a
  *   frame over the size limit) ends the connection; a refused handshake is told why first.
+ * - A void call to RETIRE_WORKER_FUNCTION is not a function call: it asks the peer to retire the
+ *   connection of a worker that reattached elsewhere (data: `{"worker_id","reattach_token"}`). It
+ *   reaches only the peer's engine, never a worker, and only over an authenticated connection.
  * - Messages are msgpack arrays, kind first: positional fields encode and decode faster than maps,
  *   and elements past the ones listed here are ignored, so a later version can append fields.
  * - Call data and result values travel as JSON text, not as msgpack structures: msgpackr renames
@@ -30,6 +33,9 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   serialisation per forwarded call.
  */
 export const FORWARD_PROTOCOL_VERSION = 1;
+
+/** The reserved void call that retires a reattached worker's previous connection on its peer. */
+export const RETIRE_WORKER_FUNCTION = 'engine::cluster::retire-worker';
 
 /** Handshake frames are tiny; a connection that has not said hello cannot make us buffer more. */
 export const HELLO_MAX_FRAME_BYTES = 4096;

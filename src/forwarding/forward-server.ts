@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import { toJson } from '../invocation/raw-json.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameWriter } from './forward-frames.js';
 import { listen } from '../net/listen.js';
 import { listenUnix } from './forward-listen.js';
@@ -12,6 +13,7 @@ import type { CallMessage, ClientMessage } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,
   HELLO_MAX_FRAME_BYTES,
+  RETIRE_WORKER_FUNCTION,
   decodeClientMessage,
   encodeHelloOk,
   encodeReject,
@@ -33,6 +35,8 @@ export interface ForwardServerOptions {
   helloTimeoutMs?: number;
   /** How long close() lets calls in progress finish before it ends the connections. */
   drainTimeoutMs?: number;
+  /** A peer asks to retire a worker connection held here (RETIRE_WORKER_FUNCTION). */
+  onRetire?: (workerId: string, reattachToken: string) => void;
 }
 
 interface PeerConnection {
@@ -226,8 +230,27 @@ export class ForwardServer {
     return undefined;
   }
 
+  private onRetire(connection: PeerConnection, data: unknown): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(toJson(data));
+    } catch {
+      parsed = undefined;
+    }
+    const request = parsed as { worker_id?: unknown; reattach_token?: unknown } | undefined;
+    if (typeof request?.worker_id !== 'string' || typeof request.reattach_token !== 'string') {
+      this.logger.warn({ peerId: connection.peerId }, 'malformed retire-worker request ignored');
+      return;
+    }
+    this.options.onRetire?.(request.worker_id, request.reattach_token);
+  }
+
   private onCall(connection: PeerConnection, call: CallMessage): void {
     const { invoker } = this.options;
+    if (call.isVoid && call.functionId === RETIRE_WORKER_FUNCTION) {
+      this.onRetire(connection, call.data);
+      return;
+    }
     if (call.isVoid) {
       if (!invoker.fire(call.functionId, call.data)) {
         this.logger.debug({ functionId: call.functionId, peerId: connection.peerId }, 'forwarded void call has no local worker');

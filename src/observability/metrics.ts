@@ -27,6 +27,8 @@ export class EngineMetrics {
   private readonly syncLag: Histogram;
   private readonly forwardErrors: Counter<'reason'>;
   private readonly reconnects: Counter;
+  private readonly frozen: Counter;
+  private readonly graceWaits: Histogram<'outcome'>;
   private readonly middleware: Histogram<'phase' | 'outcome'>;
 
   constructor(sources: MetricSources) {
@@ -62,6 +64,14 @@ export class EngineMetrics {
       registers,
     });
     this.reconnects = new Counter({ name: 'switchyard_worker_reconnects_total', help: 'Workers that reattached after a reconnect', registers });
+    this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong) for heartbeat_timeout_ms', registers });
+    this.graceWaits = new Histogram({
+      name: 'switchyard_reconnect_grace_waits_seconds',
+      help: 'Calls that waited for a departed worker to come back: served (it did), expired (grace over or nobody awaited), deadline',
+      labelNames: ['outcome'],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+      registers,
+    });
     this.middleware = new Histogram({
       name: 'switchyard_middleware_duration_seconds',
       help: 'Time spent in middleware calls, by phase and outcome',
@@ -90,6 +100,15 @@ export class EngineMetrics {
 
   workerReconnected(): void {
     this.reconnects.inc();
+  }
+
+  workerFrozen(): void {
+    this.frozen.inc();
+  }
+
+  /** A GraceObserver (src/invocation/grace-invoker.ts). */
+  waited(outcome: 'served' | 'expired' | 'deadline', waitedMs: number): void {
+    this.graceWaits.observe({ outcome }, waitedMs / 1000);
   }
 
   middlewareCall(phase: string, outcome: 'continue' | 'respond' | 'failed', seconds: number): void {

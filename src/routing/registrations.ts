@@ -39,6 +39,16 @@ export interface WorkerSummary {
   pid?: number;
 }
 
+/**
+ * A worker that disconnected less than the reconnect grace ago: its triggers still route, and the
+ * functions it served are awaited (requests wait for them to be registered again) until it expires.
+ */
+export interface DepartedWorker {
+  workerId: string;
+  functionIds: readonly string[];
+  triggers: readonly TriggerRecord[];
+}
+
 export interface OwnerSnapshot {
   ownerId: string;
   /** Only grows; a receiver keeps the newest version it has seen. */
@@ -49,6 +59,8 @@ export interface OwnerSnapshot {
   endpoint?: PeerEndpoint;
   /** The workers behind these registrations (admin view). */
   workers?: readonly WorkerSummary[];
+  /** Workers gone within the reconnect grace (see DepartedWorker). */
+  departed?: readonly DepartedWorker[];
   /** Wall-clock time the owner published this version (sync-lag metric). */
   publishedAt?: number;
 }

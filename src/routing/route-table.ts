@@ -26,6 +26,11 @@ export interface RoutingState {
   middleware: MiddlewareIndex;
   /** function id → owner ids that have at least one worker registering it. */
   functionOwners: ReadonlyMap<string, readonly string[]>;
+  /**
+   * Functions no connected worker serves whose worker departed within the reconnect grace: a call
+   * to one of them waits for it to be registered again (src/invocation/grace-invoker.ts).
+   */
+  awaitedFunctions: ReadonlySet<string>;
 }
 
 /** The local process's registrations, pulled only when the table rebuilds. */
@@ -149,36 +154,43 @@ export class RouteTable {
       }
     }
 
+    const awaitedFunctions = new Set<string>();
+    for (const snapshot of snapshots) {
+      for (const departed of snapshot.departed ?? []) {
+        for (const id of departed.functionIds) if (!functionOwners.has(id)) awaitedFunctions.add(id);
+      }
+    }
+
     const byShape = new Map<string, { trigger: TriggerRecord & { type: 'http' }; ownerId: string; live: boolean }>();
     const middleware: MiddlewareBinding[] = [...this.configMiddleware];
-    for (const snapshot of snapshots) {
-      const ownerId = snapshot.ownerId;
-      for (const trigger of snapshot.triggers) {
-        if (trigger.type === 'http_middleware') {
-          middleware.push({
-            triggerId: trigger.id,
-            functionId: trigger.functionId,
-            ownerId,
-            phase: trigger.middleware.phase,
-            ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
-            priority: trigger.middleware.priority,
-            registeredAt: trigger.registeredAt,
-            seq: trigger.seq,
-          });
-          continue;
-        }
-        const key = `${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`;
-        const live = functionOwners.has(trigger.functionId);
-        const held = byShape.get(key);
-        // The newest live binding wins; a dead binding only wins when nothing live is bound.
-        if (
-          held === undefined ||
-          (live && !held.live) ||
-          (live === held.live &&
-            compareRegistration({ ...trigger, ownerId }, { ...held.trigger, ownerId: held.ownerId }) > 0)
-        ) {
-          byShape.set(key, { trigger, ownerId, live });
-        }
+    for (const { ownerId, trigger, departed } of triggersOf(snapshots)) {
+      if (trigger.type === 'http_middleware') {
+        // A departed worker's middleware stands in only while its function is awaited: once a
+        // worker serves it again, that worker's own registration is the binding (no double run).
+        if (departed && !awaitedFunctions.has(trigger.functionId)) continue;
+        middleware.push({
+          triggerId: trigger.id,
+          functionId: trigger.functionId,
+          ownerId,
+          phase: trigger.middleware.phase,
+          ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
+          priority: trigger.middleware.priority,
+          registeredAt: trigger.registeredAt,
+          seq: trigger.seq,
+        });
+        continue;
+      }
+      const key = `${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`;
+      const live = functionOwners.has(trigger.functionId);
+      const held = byShape.get(key);
+      // The newest live binding wins; a dead binding only wins when nothing live is bound.
+      if (
+        held === undefined ||
+        (live && !held.live) ||
+        (live === held.live &&
+          compareRegistration({ ...trigger, ownerId }, { ...held.trigger, ownerId: held.ownerId }) > 0)
+      ) {
+        byShape.set(key, { trigger, ownerId, live });
       }
     }
 
@@ -204,6 +216,21 @@ export class RouteTable {
       routes,
       middleware: new MiddlewareIndex(middleware, this.ignoreTrailingSlash),
       functionOwners,
+      awaitedFunctions,
     };
+  }
+}
+
+/** Every trigger of every snapshot, those of departed workers last and marked. */
+function* triggersOf(
+  snapshots: readonly OwnerSnapshot[],
+): Generator<{ ownerId: string; trigger: TriggerRecord; departed: boolean }> {
+  for (const snapshot of snapshots) {
+    for (const trigger of snapshot.triggers) yield { ownerId: snapshot.ownerId, trigger, departed: false };
+  }
+  for (const snapshot of snapshots) {
+    for (const gone of snapshot.departed ?? []) {
+      for (const trigger of gone.triggers) yield { ownerId: snapshot.ownerId, trigger, departed: true };
+    }
   }
 }

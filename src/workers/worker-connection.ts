@@ -39,6 +39,13 @@ export interface WorkerConnectionDeps {
   workerCallTimeoutMs: number;
   /** Called when a worker reattaches after a reconnect (metrics). */
   onReattach?: () => void;
+  /**
+   * A worker reattached here whose previous connection is not on this process: the cluster finds
+   * the peer that holds it and retires it there (src/engine.ts).
+   */
+  retireElsewhere?: (previousWorkerId: string, reattachToken: string) => void;
+  /** A worker was dropped by the heartbeat (metrics). */
+  onFrozen?: () => void;
 }
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
@@ -75,6 +82,8 @@ export class WorkerConnection {
   readonly pending = new PendingInvocations();
   info: WorkerInfo = {};
   private closed = false;
+  /** Heartbeat ticks since the last frame or pong from the worker. */
+  private silentTicks = 0;
   private readonly logger: Logger;
 
   constructor(
@@ -91,7 +100,16 @@ export class WorkerConnection {
 
   start(): void {
     this.deps.hub.add(this);
-    this.socket.on('message', (data: WebSocket.RawData) => this.handleFrame(data));
+    this.socket.on('message', (data: WebSocket.RawData) => {
+      this.silentTicks = 0;
+      this.handleFrame(data);
+    });
+    this.socket.on('pong', () => {
+      this.silentTicks = 0;
+    });
+    this.socket.on('ping', () => {
+      this.silentTicks = 0;
+    });
     this.socket.on('close', (code: number, reason: Buffer) => this.handleClose(code, reason.toString('utf8')));
     this.socket.on('error', (err: Error) => this.logger.warn({ err }, 'worker socket error'));
     this.send(encodeFrame({ type: 'workerregistered', worker_id: this.id, reattach_token: this.reattachToken }));
@@ -109,7 +127,8 @@ export class WorkerConnection {
     const invocationId = randomUUID();
     const result = this.pending.add(invocationId, functionId, timeoutMs);
     if (!this.send(encodeInvocation(invocationId, functionId, toJson(data)))) {
-      this.pending.resolve(invocationId, engineFailure('WORKER_DISCONNECTED', `worker ${this.id} is not connected`));
+      // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.
+      this.pending.resolve(invocationId, engineFailure('FUNCTION_UNAVAILABLE', `worker ${this.id} left before the call was sent`));
     }
     return result;
   }
@@ -130,6 +149,23 @@ export class WorkerConnection {
   /** Ends the connection at once without a closing handshake (a peer that does not answer). */
   terminate(): void {
     this.socket.terminate();
+  }
+
+  /**
+   * One heartbeat tick: pings the worker, or drops it when it has sent nothing (not even a pong)
+   * for `maxSilentTicks` ticks — a frozen or half-open worker. Returns whether it was dropped.
+   */
+  heartbeat(maxSilentTicks: number, intervalMs: number): boolean {
+    if (this.closed) return false;
+    if (++this.silentTicks > maxSilentTicks) {
+      const silentMs = (this.silentTicks - 1) * intervalMs;
+      this.logger.warn({ silentMs }, 'worker sent nothing, not even a pong: dropping it as frozen');
+      this.cleanup(`no frame or pong for ${silentMs} ms (heartbeat)`);
+      this.socket.terminate();
+      return true;
+    }
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.ping();
+    return false;
   }
 
   private handleFrame(data: WebSocket.RawData): void {
@@ -283,18 +319,25 @@ export class WorkerConnection {
 
   private handleReattach(message: ReattachMessage): void {
     this.deps.onReattach?.();
-    const previous = this.deps.hub.get(message.previous_worker_id);
-    if (previous === undefined || previous === this) {
-      this.logger.info({ previousWorkerId: message.previous_worker_id }, 'worker reattached (previous connection already gone)');
-      return;
-    }
-    if (message.reattach_token !== previous.reattachToken) {
-      this.logger.warn({ previousWorkerId: message.previous_worker_id }, 'reattach with a wrong token ignored');
+    const previousId = message.previous_worker_id;
+    if (previousId === this.id) return;
+    const token = message.reattach_token;
+    if (token === undefined) {
+      this.logger.info({ previousWorkerId: previousId }, 'worker reattached without a token; its previous connection is left to close on its own');
       return;
     }
     // The old socket may be half-open: retire it so it can neither hold routes nor receive calls.
-    this.logger.info({ previousWorkerId: previous.id }, 'worker reattached; retiring its previous connection');
-    previous.retire();
+    const retired = this.deps.hub.retire(previousId, token);
+    if (retired === 'retired') {
+      this.logger.info({ previousWorkerId: previousId }, 'worker reattached; retired its previous connection');
+    } else if (retired === 'wrong-token') {
+      this.logger.warn({ previousWorkerId: previousId }, 'reattach with a wrong token ignored');
+    } else if (this.deps.retireElsewhere !== undefined) {
+      this.logger.info({ previousWorkerId: previousId }, 'worker reattached; asking the cluster to retire its previous connection');
+      this.deps.retireElsewhere(previousId, token);
+    } else {
+      this.logger.info({ previousWorkerId: previousId }, 'worker reattached (previous connection already gone)');
+    }
   }
 
   /** Removes this connection at once (its registrations, its pending calls) and drops the socket. */

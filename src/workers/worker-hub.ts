@@ -1,6 +1,13 @@
-import type { OwnerSnapshot, FunctionRecord, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
+import { timingSafeEqual } from 'node:crypto';
+import type { DepartedWorker, FunctionRecord, OwnerSnapshot, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
 import type { SnapshotSource } from '../routing/route-table.js';
 import type { WorkerConnection } from './worker-connection.js';
+
+const tokensEqual = (a: string, b: string): boolean => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
 
 interface Owners {
   connections: WorkerConnection[];
@@ -19,8 +26,16 @@ export class WorkerHub implements SnapshotSource {
   private cached: OwnerSnapshot | undefined;
   private seq = 0;
   private readonly changeListeners = new Set<() => void>();
+  private readonly departed = new Map<string, { record: DepartedWorker; timer: NodeJS.Timeout }>();
 
-  constructor(readonly ownerId: string) {}
+  /**
+   * `reconnectGraceMs`: how long a disconnected worker's registrations stay in the snapshot as
+   * departed (its routes keep matching and its functions are awaited); 0 removes them at once.
+   */
+  constructor(
+    readonly ownerId: string,
+    private readonly reconnectGraceMs = 0,
+  ) {}
 
   get size(): number {
     return this.connections.size;
@@ -48,12 +63,48 @@ export class WorkerHub implements SnapshotSource {
     this.connections.set(connection.id, connection);
   }
 
-  /** Removes a connection and exactly what it registered; other connections' entries are untouched. */
+  /**
+   * Removes a connection and exactly what it registered; other connections' entries are untouched.
+   * Within the reconnect grace its registrations are kept as departed, then dropped.
+   */
   remove(connection: WorkerConnection): void {
     if (this.connections.get(connection.id) !== connection) return;
     this.connections.delete(connection.id);
     for (const functionId of connection.functions.keys()) this.unindex(functionId, connection);
-    if (connection.functions.size > 0 || connection.triggers.size > 0) this.changed();
+    if (connection.functions.size === 0 && connection.triggers.size === 0) return;
+    if (this.reconnectGraceMs > 0) this.keepDeparted(connection);
+    this.changed();
+  }
+
+  /** Workers gone within the grace, with what they had registered. */
+  get departedCount(): number {
+    return this.departed.size;
+  }
+
+  private keepDeparted(connection: WorkerConnection): void {
+    const record: DepartedWorker = {
+      workerId: connection.id,
+      functionIds: [...connection.functions.keys()],
+      triggers: [...connection.triggers.values()],
+    };
+    const timer = setTimeout(() => {
+      this.departed.delete(connection.id);
+      this.changed();
+    }, this.reconnectGraceMs);
+    timer.unref();
+    this.departed.set(connection.id, { record, timer });
+  }
+
+  /**
+   * Retires a worker's connection on behalf of its reattached successor, if the token is the one
+   * this process gave it. `unknown`: no such connection here (gone already, or on another peer).
+   */
+  retire(workerId: string, reattachToken: string): 'retired' | 'wrong-token' | 'unknown' {
+    const connection = this.connections.get(workerId);
+    if (connection === undefined) return 'unknown';
+    if (!tokensEqual(connection.reattachToken, reattachToken)) return 'wrong-token';
+    connection.retire();
+    return 'retired';
   }
 
   functionAdded(connection: WorkerConnection, functionId: string): void {
@@ -112,6 +163,7 @@ export class WorkerHub implements SnapshotSource {
       workers.push({ id: connection.id, connectedAt: connection.connectedAt, name, runtime, version, os, pid });
     }
     this.cached = { ownerId: this.ownerId, version: this.version, functions, triggers, workers };
+    if (this.departed.size > 0) this.cached.departed = [...this.departed.values()].map((entry) => entry.record);
     return this.cached;
   }
 

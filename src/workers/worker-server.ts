@@ -38,6 +38,7 @@ export class WorkerServer {
   private readonly wss: WebSocketServer;
   private readonly telemetrySockets = new Set<WebSocket>();
   private closing: Promise<void> | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly config: WorkersConfig,
@@ -58,7 +59,25 @@ export class WorkerServer {
     await listen(this.server, { port: this.config.port, host: this.config.host });
     const port = (this.server.address() as AddressInfo).port;
     this.logger.info({ host: this.config.host, port }, 'worker listener started');
+    this.startHeartbeat();
     return port;
+  }
+
+  /**
+   * One timer for all workers: each tick pings every worker and drops those silent for longer than
+   * the timeout (docs/reliability.md#frozen-workers). A worker is dropped between heartbeat_timeout_ms
+   * and heartbeat_timeout_ms + 2 × heartbeat_interval_ms after its last frame or pong.
+   */
+  private startHeartbeat(): void {
+    const intervalMs = this.config.heartbeatIntervalMs;
+    if (intervalMs === 0) return;
+    const maxSilentTicks = Math.ceil(this.config.heartbeatTimeoutMs / intervalMs);
+    this.heartbeatTimer = setInterval(() => {
+      for (const connection of [...this.deps.hub.all()]) {
+        if (connection.heartbeat(maxSilentTicks, intervalMs)) this.deps.onFrozen?.();
+      }
+    }, intervalMs);
+    this.heartbeatTimer.unref();
   }
 
   private handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -97,6 +116,7 @@ export class WorkerServer {
   /** Closes every worker with 1001 so SDKs reconnect elsewhere, then the listener. Idempotent. */
   close(graceMs = 1000): Promise<void> {
     this.closing ??= (async () => {
+      clearInterval(this.heartbeatTimer);
       for (const connection of this.deps.hub.all()) connection.close(CLOSE_GOING_AWAY, 'engine shutting down');
       for (const ws of this.telemetrySockets) ws.close(CLOSE_GOING_AWAY, 'engine shutting down');
       const deadline = setTimeout(() => {

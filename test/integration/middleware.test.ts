@@ -58,6 +58,8 @@ beforeAll(async () => {
           { function_id: 'cfg::raw', phase: 'onRequest' },
         ],
       },
+      // Shorter than default_timeout: a middleware whose worker left fails once the grace is over.
+      workers: { reconnect_grace_ms: 300 },
     });
     await serveCfgRaw();
     timeoutWorker = startWorker('middleware-worker', engineB.workerUrl, { ROLE: 'timeout' });
@@ -655,6 +657,7 @@ describe('engine with a RestApiModule `middleware` list and a short default_time
     const raw = rawWorkers.find((w) => w.ws.url.startsWith(engineB.workerUrl));
     expect(raw).toBeDefined();
     await raw?.close();
+    // Requests wait the reconnect grace (300 ms here) for cfg::raw to come back, then fail closed.
     const res = await waitForStatus(`${engineB.httpUrl}/t/ok`, (s) => s !== 200);
     expect(expectErrorEnvelope(res, 500, 'MIDDLEWARE_FAILED').error.message).toBe('middleware cfg::raw failed in onRequest');
     expectErrorEnvelope(await get(engineB, '/t/ok'), 500, 'MIDDLEWARE_FAILED');

@@ -46,7 +46,14 @@ const DEFAULTS: EngineConfig = {
     middleware: [],
   },
   admin: { host: '127.0.0.1', port: 9464 },
-  workers: { host: '0.0.0.0', port: 49134, maxFrameBytes: 16777216 },
+  workers: {
+    host: '0.0.0.0',
+    port: 49134,
+    maxFrameBytes: 16777216,
+    reconnectGraceMs: 5000,
+    heartbeatIntervalMs: 2000,
+    heartbeatTimeoutMs: 5000,
+  },
   cluster: { processes: availableParallelism(), name: 'switchyard', heartbeatMs: 1000, leaseMs: 5000 },
   skippedModules: [],
 };
@@ -192,11 +199,37 @@ describe('other modules', () => {
     const config = parseConfig({
       modules: [
         { class: ADMIN, config: { host: '0.0.0.0', port: 0 } },
-        { class: WORKERS, config: { host: '127.0.0.1', port: 0, max_frame_bytes: 1024, auth_token: 's3cret' } },
+        {
+          class: WORKERS,
+          config: {
+            host: '127.0.0.1',
+            port: 0,
+            max_frame_bytes: 1024,
+            auth_token: 's3cret',
+            reconnect_grace_ms: 0,
+            heartbeat_interval_ms: 250,
+            heartbeat_timeout_ms: 1000,
+          },
+        },
       ],
     });
     expect(config.admin).toStrictEqual({ host: '0.0.0.0', port: 0 });
-    expect(config.workers).toStrictEqual({ host: '127.0.0.1', port: 0, maxFrameBytes: 1024, authToken: 's3cret' });
+    expect(config.workers).toStrictEqual({
+      host: '127.0.0.1',
+      port: 0,
+      maxFrameBytes: 1024,
+      authToken: 's3cret',
+      reconnectGraceMs: 0,
+      heartbeatIntervalMs: 250,
+      heartbeatTimeoutMs: 1000,
+    });
+  });
+
+  it('refuses a heartbeat timeout not greater than its interval, unless the heartbeat is off', () => {
+    expect(() => parseConfig(withModule(WORKERS, { heartbeat_interval_ms: 2000, heartbeat_timeout_ms: 2000 }))).toThrow(
+      /heartbeat_timeout_ms.*must be greater than heartbeat_interval_ms/,
+    );
+    expect(parseConfig(withModule(WORKERS, { heartbeat_interval_ms: 0, heartbeat_timeout_ms: 100 })).workers.heartbeatIntervalMs).toBe(0);
   });
 
   it('maps ClusterModule fields, empty strings meaning unset', () => {
@@ -398,9 +431,9 @@ describe('worker port', () => {
   it('uses the top-level port when the WorkerModule has none', () => {
     expect(parseConfig({ port: 50000 }).workers.port).toBe(50000);
     expect(parseConfig({ port: 50000, modules: [{ class: WORKERS, config: { host: '::' } }] }).workers).toStrictEqual({
+      ...DEFAULTS.workers,
       host: '::',
       port: 50000,
-      maxFrameBytes: 16777216,
     });
   });
 

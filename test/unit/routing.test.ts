@@ -839,3 +839,48 @@ describe('RouteTable', () => {
     }
   });
 });
+
+describe('RouteTable: departed workers (reconnect grace)', () => {
+  const departed = (
+    base: OwnerSnapshot,
+    workerId: string,
+    functionIds: string[],
+    triggers: TriggerRecord[],
+  ): OwnerSnapshot => ({ ...base, departed: [{ workerId, functionIds, triggers }] });
+
+  it("keeps a departed worker's routes and awaits its functions while nobody serves them", () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(departed(snapshot('p1', 1, [], []), 'gone', ['api::a'], [httpTrigger('t1', 'api::a', 'GET', '/a', 1)]));
+    const state = table.current();
+    expect(served(state, 'GET', '/a')).toBe('api::a');
+    expect([...state.awaitedFunctions]).toEqual(['api::a']);
+  });
+
+  it('stops awaiting a function once any owner serves it again', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(departed(snapshot('p1', 1, [], []), 'gone', ['api::a'], [httpTrigger('t1', 'api::a', 'GET', '/a', 1)]));
+    table.applySnapshot(snapshot('p2', 1, ['api::a'], [httpTrigger('t1', 'api::a', 'GET', '/a', 2)]));
+    const state = table.current();
+    expect(state.awaitedFunctions.size).toBe(0);
+    expect(state.router.match('GET', '/a')).toMatchObject({ kind: 'matched', match: { route: { ownerId: 'p2' } } });
+  });
+
+  it('lets a live binding win over a departed one on the same route', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['api::old'], [httpTrigger('old', 'api::old', 'GET', '/x', 1)]));
+    // The departed binding is newer, but its function is gone: the older live binding serves.
+    table.applySnapshot(departed(snapshot('p2', 1, [], []), 'gone', ['api::new'], [httpTrigger('new', 'api::new', 'GET', '/x', 9)]));
+    expect(served(table.current(), 'GET', '/x')).toBe('api::old');
+  });
+
+  it("uses a departed worker's middleware only while its function is awaited (no double run)", () => {
+    const mw = middlewareTrigger('m1', 'mw::auth', { phase: 'preHandler' }, 1);
+    const gone = departed(snapshot('p1', 1, [], []), 'gone', ['mw::auth'], [mw]);
+    const table = new RouteTable(false);
+    table.applySnapshot(gone);
+    expect(table.current().middleware.ordered.map((m) => m.functionId)).toEqual(['mw::auth']);
+    // The worker reconnected (to another peer) and registered the same middleware again.
+    table.applySnapshot(snapshot('p2', 1, ['mw::auth'], [{ ...mw, registeredAt: 2 }]));
+    expect(table.current().middleware.ordered.map((m) => m.ownerId)).toEqual(['p2']);
+  });
+});

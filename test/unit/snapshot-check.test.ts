@@ -30,6 +30,11 @@ describe('checkSnapshot', () => {
     expect(checked).toEqual({ ok: true, snapshot: valid });
   });
 
+  it('accepts departed workers (reconnect grace), re-deriving their trigger patterns too', () => {
+    const withDeparted: OwnerSnapshot = { ...valid, departed: [{ workerId: 'w0', functionIds: ['fn::a'], triggers: valid.triggers }] };
+    expect(checkSnapshot(JSON.parse(JSON.stringify(withDeparted)), false)).toEqual({ ok: true, snapshot: withDeparted });
+  });
+
   it('drops malformed worker summaries instead of refusing the snapshot (they are informational)', () => {
     const checked = checkSnapshot(JSON.parse(JSON.stringify({ ...valid, workers: [{ id: 7 }, { id: 'ok', connectedAt: 1 }] })), false);
     expect(checked.ok && checked.snapshot.workers).toEqual([{ id: 'ok', connectedAt: 1 }]);
@@ -47,6 +52,10 @@ describe('checkSnapshot', () => {
     ['non-numeric seq', { ...valid, triggers: [{ ...valid.triggers[0], seq: null }] }],
     ['endpoint port out of range', { ...valid, endpoint: { nodeId: 'n', host: 'h', port: 70000 } }],
     ['endpoint without node', { ...valid, endpoint: { socketPath: '/x' } }],
+    ['departed not an array', { ...valid, departed: {} }],
+    ['departed worker without id', { ...valid, departed: [{ functionIds: [], triggers: [] }] }],
+    ['departed function id not a string', { ...valid, departed: [{ workerId: 'w', functionIds: [7], triggers: [] }] }],
+    ['departed trigger with a bad path', { ...valid, departed: [{ workerId: 'w', functionIds: [], triggers: [{ ...valid.triggers[0], http: { apiPath: 'nope', httpMethod: 'GET' } }] }] }],
   ])('refuses %s', (_name, snapshot) => {
     const checked = checkSnapshot(JSON.parse(JSON.stringify(snapshot)), false);
     expect(checked.ok).toBe(false);
