@@ -76,11 +76,6 @@ export class WorkerHub implements SnapshotSource {
     this.changed();
   }
 
-  /** Workers gone within the grace, with what they had registered. */
-  get departedCount(): number {
-    return this.departed.size;
-  }
-
   private keepDeparted(connection: WorkerConnection): void {
     const record: DepartedWorker = {
       workerId: connection.id,
