@@ -48,6 +48,24 @@ describe('distributed mode: two nodes sharing one Redis', () => {
     await redis?.stop();
   });
 
+  it('a worker reattaching on node B retires its previous connection on node A', async () => {
+    const old = await workerOn(nodeA, 'rr::who', '/rr/who');
+    const registered = await old.ofType('workerregistered');
+    await waitForStatus(`${nodeB.httpUrl}/rr/who`, (s) => s === 200);
+    const fresh = await RawWorker.connect(nodeB.workerUrl);
+    sockets.push(fresh);
+    fresh.send({ type: 'reattach', previous_worker_id: registered.worker_id, reattach_token: registered.reattach_token });
+    fresh.route('rr::who', 'GET', '/rr/who');
+    fresh.serve('rr::who', () => ({ status_code: 200, body: 'fresh' }));
+    const closed = await Promise.race([old.closed, new Promise((r) => setTimeout(() => r('still open'), 5000))]);
+    expect(closed).not.toBe('still open');
+    await nodeA.stdout.waitFor((l) => l.includes('retired a connection whose worker reattached on another peer'));
+    for (const node of [nodeA, nodeB]) {
+      const res = await waitForStatus(`${node.httpUrl}/rr/who`, (s) => s === 200);
+      expect(res.text).toBe('"fresh"');
+    }
+  });
+
   it('serves a worker connected to node A through node B', async () => {
     await workerOn(nodeA, 'ra::hello', '/ra/hello');
     const res = await waitForStatus(`${nodeB.httpUrl}/ra/hello`, (s) => s === 200);
