@@ -9,6 +9,9 @@ const tokensEqual = (a: string, b: string): boolean => {
   return x.length === y.length && timingSafeEqual(x, y);
 };
 
+/** At most this many departed workers are kept per process (memory bound under churn). */
+const MAX_DEPARTED = 1024;
+
 interface Owners {
   connections: WorkerConnection[];
   next: number;
@@ -77,6 +80,12 @@ export class WorkerHub implements SnapshotSource {
   }
 
   private keepDeparted(connection: WorkerConnection): void {
+    // Bounded: under heavy churn the oldest departed worker is forgotten first (its grace cut short).
+    if (this.departed.size >= MAX_DEPARTED) {
+      const [oldestId, oldest] = this.departed.entries().next().value as [string, { timer: NodeJS.Timeout }];
+      clearTimeout(oldest.timer);
+      this.departed.delete(oldestId);
+    }
     const record: DepartedWorker = {
       workerId: connection.id,
       functionIds: [...connection.functions.keys()],
