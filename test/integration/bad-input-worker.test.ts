@@ -529,7 +529,10 @@ describe('worker token on the upgrade', () => {
     expect((await http(`${engine.httpUrl}/tok/good`)).json()).toBe('good');
   });
 
-  it.each<[string, string]>([['Bearer', 'Bearer s3cret']])('accepts the right token with %s', async (_name, authorization) => {
+  it.each<[string, string]>([
+    ['Bearer', 'Bearer s3cret'],
+    ['lower-case bearer (schemes are case-insensitive, RFC 9110 §11.1)', 'bearer s3cret'],
+  ])('accepts the right token with %s', async (_name, authorization) => {
     const w = await RawWorker.connect(engine.workerUrl, { authorization });
     sockets.push(w);
     expect((await w.ofType('workerregistered')).worker_id).toMatch(UUID_V4);
