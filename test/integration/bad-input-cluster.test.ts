@@ -303,6 +303,12 @@ describe('bad input on the cluster side', () => {
         [envelope({ kind: 'heartbeat', peerId: childA.peerId, version: 'x' }), 'BUS_MALFORMED', 'malformed heartbeat message'],
         [envelope({ kind: 'snapshot', snapshot: { ownerId: '', version: 1, functions: [], triggers: [] } }), 'BUS_MALFORMED', 'malformed snapshot message'],
         [envelope({ kind: 'snapshot', snapshot: evil({ functions: 'all' }) }), 'BUS_MALFORMED', 'malformed snapshot message'],
+        // Well-formed envelopes whose snapshot fails the deep check (routes re-parsed, never trusted).
+        [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [evilTrigger('no-slash')] }) }), 'BUS_MALFORMED', 'malformed snapshot: api_path must be a string starting with "/"'],
+        [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [evilTrigger('/a/:x/:x')] }) }), 'BUS_MALFORMED', 'malformed snapshot: duplicate parameter "x" in api_path'],
+        [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [{ ...evilTrigger('/evil'), type: 'cron' }] }) }), 'BUS_MALFORMED', 'malformed snapshot: unknown trigger type "cron"'],
+        [envelope({ kind: 'snapshot', snapshot: evil({ functions: [{ id: { toString: 1 } }] }) }), 'BUS_MALFORMED', 'malformed snapshot: function needs id and workerId'],
+        [envelope({ kind: 'snapshot', snapshot: evil({ endpoint: { nodeId: 'evil', host: '127.0.0.1', port: 70_000 } }) }), 'BUS_MALFORMED', 'malformed snapshot: endpoint host/port invalid'],
       ];
       const refusedOn = (node: EngineHandle) => logLines(node, (l) => l.msg === 'bus message refused');
       const before = [refusedOn(nodeA).length, refusedOn(nodeB).length];
@@ -318,6 +324,20 @@ describe('bad input on the cluster side', () => {
       }
       for (const node of [nodeA, nodeB]) expectErrorEnvelope(await http(`${node.httpUrl}/evil`), 404, 'NOT_FOUND');
       await expectClusterServing();
+    });
+
+    it("refuses a malformed snapshot under a live peer's id without losing that peer's later snapshots", async () => {
+      // Invalid (its route has no leading slash), but it claims A's id and a far-future version.
+      const hostile = { ownerId: childA.peerId, version: 1e15, functions: [], triggers: [evilTrigger('no-slash')] };
+      const refusedBefore = logLines(nodeB, (l) => l.msg === 'bus message refused').length;
+      expect(await publisher.publish(channel(), envelope({ kind: 'snapshot', snapshot: hostile }))).toBe(2);
+      const refused = await awaitLogLines(nodeB, (l) => l.msg === 'bus message refused', refusedBefore + 1);
+      expect(refused.at(-1)).toMatchObject({ code: 'BUS_MALFORMED', reason: 'malformed snapshot: api_path must be a string starting with "/"' });
+      // A's routes are still served through B, and what A registers next still reaches B.
+      await expectClusterServing();
+      await serve(nodeA, 'fx::later', '/fx/later', { from: 'A' });
+      const later = await waitForStatus(`${nodeB.httpUrl}/fx/later`, (s) => s === 200, {}, 5000);
+      expect(later.json()).toEqual({ from: 'A' });
     });
 
     it("refuses garbage stored under this cluster's peer keys when the nodes reload them", async () => {
