@@ -1,5 +1,6 @@
 import type { BusDecode } from './bus-messages.js';
 import { decodeBusEnvelope } from './bus-messages.js';
+import { checkSnapshot } from './snapshot-check.js';
 
 /** Glob metacharacters of Redis MATCH patterns; a cluster name containing them must match literally. */
 const GLOB_SPECIAL = /[\\*?[\]^]/g;
@@ -28,7 +29,13 @@ export class RedisKeyspace {
     return key.startsWith(this.peerPrefix) ? key.slice(this.peerPrefix.length) : undefined;
   }
 
-  /** Text from the channel or a peer key, through the one bus decoder. */
+  /**
+   * Text from the channel or a peer key, through the one bus decoder. A snapshot must also pass the
+   * deep check here, before the peer view records its version: refused only later, by the table, a
+   * snapshot claiming a live peer's id and a huge version would make every genuine snapshot of that
+   * peer look stale. (Whether a trigger is valid does not depend on ignore_trailing_slash, which only
+   * strips trailing slashes; the engine checks again with its own setting when it applies it.)
+   */
   decode(text: string): BusDecode {
     let raw: unknown;
     try {
@@ -36,6 +43,11 @@ export class RedisKeyspace {
     } catch {
       return { ok: false, code: 'BUS_MALFORMED', reason: 'not JSON' };
     }
-    return decodeBusEnvelope(raw, this.cluster);
+    const decoded = decodeBusEnvelope(raw, this.cluster);
+    if (decoded.ok && decoded.message.kind === 'snapshot') {
+      const checked = checkSnapshot(decoded.message.snapshot, false);
+      if (!checked.ok) return { ok: false, code: 'BUS_MALFORMED', reason: `malformed snapshot: ${checked.reason}` };
+    }
+    return decoded;
   }
 }

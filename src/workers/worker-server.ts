@@ -22,9 +22,12 @@ function pathOf(request: IncomingMessage): string {
   return q === -1 ? url : url.slice(0, q);
 }
 
+const BEARER = 'bearer ';
+
 function tokenMatches(header: string | undefined, expected: string): boolean {
-  if (header === undefined || !header.startsWith('Bearer ')) return false;
-  const given = Buffer.from(header.slice(7));
+  // The scheme is case-insensitive (RFC 9110 §11.1): `bearer x` is the same credential as `Bearer x`.
+  if (header === undefined || header.slice(0, BEARER.length).toLowerCase() !== BEARER) return false;
+  const given = Buffer.from(header.slice(BEARER.length));
   const wanted = Buffer.from(expected);
   return given.length === wanted.length && timingSafeEqual(given, wanted);
 }
