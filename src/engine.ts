@@ -158,13 +158,15 @@ export class Engine {
    * A worker reattached here; its previous connection is on another peer (or gone). Every peer whose
    * snapshot lists that worker is asked to retire it; the token is checked there.
    */
-  private retireElsewhere(workerId: string, token: string): void {
-    if (this.peers === undefined) return;
+  private retireElsewhere(workerId: string, token: string): number {
+    if (this.peers === undefined) return 0;
+    let asked = 0;
     for (const snapshot of this.table.snapshotsHeld()) {
       if (snapshot.ownerId === this.hub.ownerId) continue;
       if (snapshot.workers?.some((worker) => worker.id === workerId) !== true) continue;
-      this.peers.fire(snapshot.ownerId, RETIRE_WORKER_FUNCTION, { worker_id: workerId, reattach_token: token });
+      if (this.peers.fire(snapshot.ownerId, RETIRE_WORKER_FUNCTION, { worker_id: workerId, reattach_token: token })) asked++;
     }
+    return asked;
   }
 
   /** The cluster's routes and middleware, with the peers that serve each function (GET /routes). */

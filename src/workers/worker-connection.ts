@@ -41,9 +41,9 @@ export interface WorkerConnectionDeps {
   onReattach?: () => void;
   /**
    * A worker reattached here whose previous connection is not on this process: the cluster finds
-   * the peer that holds it and retires it there (src/engine.ts).
+   * the peer that holds it and retires it there (src/engine.ts). Returns how many peers were asked.
    */
-  retireElsewhere?: (previousWorkerId: string, reattachToken: string) => void;
+  retireElsewhere?: (previousWorkerId: string, reattachToken: string) => number;
   /** A worker was dropped by the heartbeat (metrics). */
   onFrozen?: () => void;
 }
@@ -65,6 +65,18 @@ function wireErrorOf(failure: { code: string; message: string; stacktrace?: stri
     : { code: failure.code, message: failure.message, stacktrace: failure.stacktrace };
 }
 
+/**
+ * Back-pressure: when this much is queued for a worker that does not read its socket, the engine
+ * stops reading from it (its own frames wait in TCP) until the queue is below the low mark. So a
+ * worker that floods the engine with pings but never reads the pongs cannot grow its memory.
+ */
+const OUTBOUND_HIGH_WATER_BYTES = 2 * 1024 * 1024;
+const OUTBOUND_LOW_WATER_BYTES = 512 * 1024;
+const BACKPRESSURE_POLL_MS = 10;
+/** Malformed frames: the first few per connection and interval are warnings, the rest debug. */
+const MALFORMED_WARN_INTERVAL_MS = 10_000;
+const MALFORMED_WARNS_PER_INTERVAL = 10;
+
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -84,6 +96,9 @@ export class WorkerConnection {
   private closed = false;
   /** Heartbeat ticks since the last frame or pong from the worker. */
   private silentTicks = 0;
+  /** Reads paused because the worker does not read what we send (back-pressure). */
+  private readsPaused = false;
+  private malformedWindow = { startedMs: 0, count: 0, held: 0 };
   private readonly logger: Logger;
 
   constructor(
@@ -120,13 +135,33 @@ export class WorkerConnection {
   send(frame: string): boolean {
     if (!this.isOpen) return false;
     this.socket.send(frame);
+    if (this.socket.bufferedAmount > OUTBOUND_HIGH_WATER_BYTES && !this.readsPaused) this.pauseReads();
     return true;
+  }
+
+  private pauseReads(): void {
+    this.readsPaused = true;
+    this.socket.pause();
+    this.logger.warn({ bufferedBytes: this.socket.bufferedAmount }, 'worker is not reading its socket: pausing reads from it until it catches up');
+    const poll = (): void => {
+      if (this.closed) return;
+      if (this.socket.bufferedAmount > OUTBOUND_LOW_WATER_BYTES) {
+        setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
+        return;
+      }
+      this.readsPaused = false;
+      this.socket.resume();
+      this.logger.info('worker caught up: reading from it again');
+    };
+    setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
   }
 
   invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome> {
     const invocationId = randomUUID();
+    // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
+    const frame = encodeInvocation(invocationId, functionId, toJson(data));
     const result = this.pending.add(invocationId, functionId, timeoutMs);
-    if (!this.send(encodeInvocation(invocationId, functionId, toJson(data)))) {
+    if (!this.send(frame)) {
       // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.
       this.pending.resolve(invocationId, engineFailure('FUNCTION_UNAVAILABLE', `worker ${this.id} left before the call was sent`));
     }
@@ -172,7 +207,7 @@ export class WorkerConnection {
     const raw = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
     const decoded = decodeFrame(raw);
     if (decoded.kind === 'invalid') {
-      this.logger.warn({ code: decoded.code, reason: decoded.reason, bytes: raw.length }, 'malformed worker frame ignored');
+      this.malformed({ code: decoded.code, reason: decoded.reason, bytes: raw.length });
       return;
     }
     if (decoded.kind === 'ignored') {
@@ -226,6 +261,24 @@ export class WorkerConnection {
         this.triggerTypes.delete(message.id);
         return;
     }
+  }
+
+  /** Logs a malformed frame: a warning for the first few per interval, then debug (a flood cannot flood the log). */
+  private malformed(fields: Record<string, unknown>): void {
+    const now = performance.now();
+    const window = this.malformedWindow;
+    if (now - window.startedMs >= MALFORMED_WARN_INTERVAL_MS) {
+      const held = window.held;
+      this.malformedWindow = { startedMs: now, count: 1, held: 0 };
+      this.logger.warn(held > 0 ? { ...fields, suppressed: held } : fields, 'malformed worker frame ignored');
+      return;
+    }
+    if (++window.count <= MALFORMED_WARNS_PER_INTERVAL) {
+      this.logger.warn(fields, 'malformed worker frame ignored');
+      return;
+    }
+    window.held++;
+    this.logger.debug(fields, 'malformed worker frame ignored');
   }
 
   private registerFunction(message: RegisterFunctionMessage): void {
@@ -320,21 +373,21 @@ export class WorkerConnection {
   private handleReattach(message: ReattachMessage): void {
     this.deps.onReattach?.();
     const previousId = message.previous_worker_id;
-    if (previousId === this.id) return;
-    const token = message.reattach_token;
-    if (token === undefined) {
-      this.logger.info({ previousWorkerId: previousId }, 'worker reattached without a token; its previous connection is left to close on its own');
-      return;
-    }
     // The old socket may be half-open: retire it so it can neither hold routes nor receive calls.
-    const retired = this.deps.hub.retire(previousId, token);
+    // No token never matches; a connection naming itself has nothing to retire.
+    const token = message.reattach_token ?? '';
+    const retired = previousId === this.id ? 'unknown' : this.deps.hub.retire(previousId, token);
     if (retired === 'retired') {
       this.logger.info({ previousWorkerId: previousId }, 'worker reattached; retired its previous connection');
-    } else if (retired === 'wrong-token') {
+      return;
+    }
+    if (retired === 'wrong-token') {
       this.logger.warn({ previousWorkerId: previousId }, 'reattach with a wrong token ignored');
-    } else if (this.deps.retireElsewhere !== undefined) {
-      this.logger.info({ previousWorkerId: previousId }, 'worker reattached; asking the cluster to retire its previous connection');
-      this.deps.retireElsewhere(previousId, token);
+      return;
+    }
+    const asked = previousId === this.id || token === '' ? 0 : (this.deps.retireElsewhere?.(previousId, token) ?? 0);
+    if (asked > 0) {
+      this.logger.info({ previousWorkerId: previousId, peers: asked }, 'worker reattached; asked the peer holding its previous connection to retire it');
     } else {
       this.logger.info({ previousWorkerId: previousId }, 'worker reattached (previous connection already gone)');
     }
