@@ -4,6 +4,7 @@ import { expectErrorEnvelope } from '../support/assertions.js';
 import { http } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
+import type { RawResponse } from '../support/raw-http.js';
 import { RawConnection, rawHttp } from '../support/raw-http.js';
 import { RawWorker } from '../support/raw-worker.js';
 
@@ -71,6 +72,16 @@ describe('HTTP bad input', () => {
       body,
       headers: contentType === undefined ? headers : { ...headers, 'content-type': contentType },
     });
+
+  /** Exactly one 400 MALFORMED_REQUEST, then the engine closed the connection. */
+  function expectMalformed(responses: RawResponse[], what: string): void {
+    expect({ what, count: responses.length }).toEqual({ what, count: 1 });
+    const [res] = responses as [RawResponse];
+    expect({ what, status: res.status }).toEqual({ what, status: 400 });
+    const body = expectErrorEnvelope(res, 400, 'MALFORMED_REQUEST');
+    expect(body.error.message).toBe('The request is not valid HTTP/1.1');
+    expect(res.headers.connection).toBe('close');
+  }
 
   describe('request bodies', () => {
     it('answers 400 INVALID_JSON for every malformed JSON body, without calling the handler', async () => {
@@ -144,6 +155,85 @@ describe('HTTP bad input', () => {
         expect(elapsedMs).toBeLessThan(TIMEOUT_MS + 1500);
       }
       expect(callsTo('bad::echo').length).toBe(before);
+      await keepsServing();
+    });
+  });
+
+  describe('request heads', () => {
+    it('answers 431 HEADERS_TOO_LARGE to a head over 16 KiB: one big header, many headers, a long target', async () => {
+      const before = callsTo('bad::get').length;
+      const heads = [
+        `GET /bad/get/1 HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`,
+        `GET /bad/get/1 HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 600 }, (_, i) => `X-Many-${i}: ${'b'.repeat(20)}\r\n`).join('')}\r\n`,
+        `GET /bad/get/${'c'.repeat(17 * 1024)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+      ];
+      for (const head of heads) {
+        const responses = await rawHttp(engine.httpUrl, head);
+        expect(responses.length).toBe(1);
+        const body = expectErrorEnvelope(responses[0]!, 431, 'HEADERS_TOO_LARGE');
+        expect(body.error.message).toBe('Request headers exceed the header size limit');
+        expect(responses[0]!.headers.connection).toBe('close');
+      }
+      expect(callsTo('bad::get').length).toBe(before);
+      await keepsServing();
+    });
+
+    const SMUGGLED = (i: number) => `GET /bad/get/smuggled-${i} HTTP/1.1\r\nHost: x\r\n\r\n`;
+    const FRONT = 'POST /bad/echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n';
+    const smuggling: [string, (i: number) => string][] = [
+      ['Content-Length and Transfer-Encoding (CL.TE)', (i) => `${FRONT}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['Transfer-Encoding and Content-Length (TE.CL)', (i) => `${FRONT}Transfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n5c\r\n${SMUGGLED(i)}\r\n0\r\n\r\n`],
+      ['two conflicting Content-Lengths', (i) => `${FRONT}Content-Length: 0\r\nContent-Length: ${SMUGGLED(i).length}\r\n\r\n${SMUGGLED(i)}`],
+      ['two equal Content-Lengths', (i) => `${FRONT}Content-Length: 0\r\nContent-Length: 0\r\n\r\n${SMUGGLED(i)}`],
+      ['a Content-Length list', (i) => `${FRONT}Content-Length: 0, ${SMUGGLED(i).length}\r\n\r\n${SMUGGLED(i)}`],
+      ['a signed Content-Length', (i) => `${FRONT}Content-Length: +0\r\n\r\n${SMUGGLED(i)}`],
+      ['Transfer-Encoding: xchunked', (i) => `${FRONT}Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['Transfer-Encoding: chunked, identity', (i) => `${FRONT}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['two Transfer-Encoding headers', (i) => `${FRONT}Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['a space before the colon', (i) => `${FRONT}Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['a vertical tab before the value', (i) => `${FRONT}Transfer-Encoding:\x0bchunked\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['an obs-fold value', (i) => `${FRONT}Transfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n${SMUGGLED(i)}`],
+      ['bare LF line ends', (i) => `${FRONT.replaceAll('\r\n', '\n')}Content-Length: 0\n\n${SMUGGLED(i)}`],
+      ['a bare LF in a chunk extension', (i) => `${FRONT}Transfer-Encoding: chunked\r\n\r\n0;\n\r\n${SMUGGLED(i)}`],
+      ['an invalid chunk size', (i) => `${FRONT}Transfer-Encoding: chunked\r\n\r\n-1\r\n\r\n${SMUGGLED(i)}`],
+    ];
+
+    it('answers 400 MALFORMED_REQUEST and closes on smuggling attempts: neither request reaches a handler', async () => {
+      const echoBefore = callsTo('bad::echo').length;
+      for (const [index, [what, build]] of smuggling.entries()) {
+        expectMalformed(await rawHttp(engine.httpUrl, build(index)), what);
+      }
+      expect(callsTo('bad::echo').length).toBe(echoBefore);
+      expect(callsTo('bad::get').filter((d) => String(d.path).includes('smuggled'))).toEqual([]);
+      await keepsServing();
+    });
+
+    it('serves a request pipelined after a well-framed chunked body (the call log does see pipelined requests)', async () => {
+      const echoBefore = callsTo('bad::echo').length;
+      const responses = await rawHttp(
+        engine.httpUrl,
+        `${FRONT}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /bad/get/pipelined HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      );
+      expect(responses.map((r) => r.status)).toEqual([200, 200]);
+      expect(JSON.parse(responses[0]!.text).body).toBe('abc');
+      expect(JSON.parse(responses[1]!.text).path).toBe('/bad/get/pipelined');
+      expect(callsTo('bad::echo').length).toBe(echoBefore + 1);
+      expect(callsTo('bad::get').filter((d) => d.path === '/bad/get/pipelined').length).toBe(1);
+    });
+
+    it('answers 400 MALFORMED_REQUEST to a malformed request line or header', async () => {
+      const before = callsTo('bad::get').length;
+      const heads: [string, string][] = [
+        ['a space in the target', 'GET /bad/get/a b HTTP/1.1\r\nHost: x\r\n\r\n'],
+        ['an unknown HTTP version', 'GET /bad/get/1 HTTP/9.9\r\nHost: x\r\n\r\n'],
+        ['a method that is not a token', 'G(T /bad/get/1 HTTP/1.1\r\nHost: x\r\n\r\n'],
+        ['a header without a colon', 'GET /bad/get/1 HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n'],
+        ['a NUL in a header value', 'GET /bad/get/1 HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n'],
+        ['a CR inside a header value', 'GET /bad/get/1 HTTP/1.1\r\nHost: x\r\nX-A: a\rInjected: yes\r\n\r\n'],
+        ['a header name with a space', 'GET /bad/get/1 HTTP/1.1\r\nHost: x\r\nX A: 1\r\n\r\n'],
+      ];
+      for (const [what, head] of heads) expectMalformed(await rawHttp(engine.httpUrl, head), what);
+      expect(callsTo('bad::get').length).toBe(before);
       await keepsServing();
     });
   });
