@@ -24,6 +24,8 @@ import { RawWorker } from '../support/raw-worker.js';
 //   X-Forwarded-For …" (one header; here several spoofing forms).
 // - pipeline-level unit coverage: test/unit/body.test.ts (limits, deadline), test/unit/api-request.test.ts.
 const TIMEOUT_MS = 2000;
+/** http-server.ts: headers must arrive within min(10 s, default_timeout + 1 s), checked every second. */
+const HEADERS_TIMEOUT_MS = TIMEOUT_MS + 1000;
 const BODY_LIMIT = 1024;
 
 interface Call {
@@ -160,6 +162,45 @@ describe('HTTP bad input', () => {
   });
 
   describe('request heads', () => {
+    it('answers 408 REQUEST_TIMEOUT to headers trickling in (slowloris) and to a silent connection, within the headers timeout', async () => {
+      const before = callsTo('bad::get').length;
+      const slowloris = (async () => {
+        const started = performance.now();
+        const connection = new RawConnection(engine.httpUrl, HEADERS_TIMEOUT_MS * 4);
+        let closed = false;
+        const responses = connection.closed.finally(() => {
+          closed = true;
+        });
+        await connection.write('GET /bad/get/slowloris HTTP/1.1\r\nHost: x\r\n');
+        let n = 0;
+        const timer = setInterval(() => {
+          if (!closed) connection.write(`X-Trickle-${n++}: ${'a'.repeat(10)}\r\n`).catch(() => undefined);
+        }, 200);
+        try {
+          return { responses: await responses, elapsedMs: performance.now() - started };
+        } finally {
+          clearInterval(timer);
+        }
+      })();
+      const silent = (async () => {
+        const started = performance.now();
+        const connection = new RawConnection(engine.httpUrl, HEADERS_TIMEOUT_MS * 4);
+        await connection.write('');
+        return { responses: await connection.closed, elapsedMs: performance.now() - started };
+      })();
+      for (const { responses, elapsedMs } of await Promise.all([slowloris, silent])) {
+        expect(responses.length).toBe(1);
+        const body = expectErrorEnvelope(responses[0]!, 408, 'REQUEST_TIMEOUT');
+        expect(body.error.message).toBe('Request headers were not received in time');
+        expect(responses[0]!.headers.connection).toBe('close');
+        // Node checks the headers timeout once a second (http-server.ts), so it ends within a second of it.
+        expect(elapsedMs).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 50);
+        expect(elapsedMs).toBeLessThan(HEADERS_TIMEOUT_MS + 1500);
+      }
+      expect(callsTo('bad::get').length).toBe(before);
+      await keepsServing();
+    });
+
     it('answers 431 HEADERS_TOO_LARGE to a head over 16 KiB: one big header, many headers, a long target', async () => {
       const before = callsTo('bad::get').length;
       const heads = [
