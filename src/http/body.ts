@@ -16,10 +16,15 @@ export function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined;
 }
 
-export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number): Promise<BodyReadResult> {
+/**
+ * `onRefused` runs synchronously when the read fails, before the result is delivered: the connection
+ * is then unusable, and later requests parsed on it must see that before their own code resumes.
+ */
+export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number, onRefused?: () => void): Promise<BodyReadResult> {
   if (!hasBody(req)) return Promise.resolve({ ok: true, bytes: EMPTY });
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limitBytes) {
+    onRefused?.();
     return Promise.resolve({ ok: false, code: 'PAYLOAD_TOO_LARGE' });
   }
   return new Promise<BodyReadResult>((resolve) => {
@@ -34,7 +39,10 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
       req.off('end', onEnd);
       req.off('aborted', onAborted);
       req.off('error', onAborted);
-      if (!result.ok) req.pause();
+      if (!result.ok) {
+        req.pause();
+        onRefused?.();
+      }
       resolve(result);
     };
     const onData = (chunk: Buffer): void => {

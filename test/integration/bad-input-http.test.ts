@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
@@ -5,7 +6,7 @@ import { http } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
 import type { RawResponse } from '../support/raw-http.js';
-import { RawConnection, rawHttp } from '../support/raw-http.js';
+import { parseResponses, RawConnection, rawHttp } from '../support/raw-http.js';
 import { RawWorker } from '../support/raw-worker.js';
 
 // Bad input on the HTTP side (reliability issue, "HTTP bad input" suite). Every item asserts the exact
@@ -123,6 +124,83 @@ describe('HTTP bad input', () => {
         expect({ type, body: res.json().body }).toStrictEqual({ type, body: expected });
       }
       await keepsServing();
+    });
+
+    /**
+     * Writes `head`, then `chunk` again and again, as fast as the socket takes them, until the engine
+     * closes the connection. Half-open, so the engine's FIN does not stop the writes: only the engine
+     * ending the connection does (or 5 s, which fails the test).
+     */
+    async function streamUntilClosed(head: string, chunk: string) {
+      const { hostname, port } = new URL(engine.httpUrl);
+      const socket = connect({ host: hostname, port: Number(port), allowHalfOpen: true });
+      const started = performance.now();
+      const received: Buffer[] = [];
+      let answeredMs: number | undefined;
+      let finMs: number | undefined;
+      socket.on('data', (data: Buffer) => {
+        answeredMs ??= performance.now() - started;
+        received.push(data);
+      });
+      socket.on('end', () => {
+        finMs = performance.now() - started;
+      });
+      socket.on('error', () => undefined); // the reset that ends the writes
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now() - started)));
+      const killer = setTimeout(() => socket.destroy(), 5000);
+      let open = true;
+      void closed.then(() => {
+        open = false;
+      });
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.write(head);
+      while (open) {
+        if (!socket.write(chunk)) await Promise.race([new Promise((resolve) => socket.once('drain', resolve)), closed]);
+      }
+      const closedMs = await closed;
+      clearTimeout(killer);
+      return { responses: parseResponses(Buffer.concat(received)), answeredMs, finMs, closedMs };
+    }
+
+    it.each([
+      ['a Content-Length over body_limit', 'Content-Length: 1000000000000', 'x'.repeat(16 * 1024)],
+      ['an endless chunked body', 'Transfer-Encoding: chunked', `4000\r\n${'y'.repeat(0x4000)}\r\n`],
+    ])('answers 413 to %s while the client keeps sending, and ends the connection within a second', async (_what, framing, chunk) => {
+      const before = callsTo('bad::echo').length;
+      const result = await streamUntilClosed(`POST /bad/echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n${framing}\r\n\r\n`, chunk);
+      // The client, still uploading, receives the whole answer (no reset swallows it) …
+      expect(result.responses.length).toBe(1);
+      expectErrorEnvelope(result.responses[0]!, 413, 'PAYLOAD_TOO_LARGE');
+      expect(result.responses[0]!.headers.connection).toBe('close');
+      // … at once (not at the 408 deadline), followed by the engine's FIN, and the engine ends the
+      // connection LINGER_MS (1 s, src/http/connection-close.ts) later although the client never stops.
+      expect(result.answeredMs).toBeLessThan(500);
+      expect(result.finMs).toBeLessThan(500);
+      expect(result.closedMs).toBeGreaterThanOrEqual(900);
+      expect(result.closedMs).toBeLessThan(TIMEOUT_MS);
+      expect(callsTo('bad::echo').length).toBe(before);
+      await keepsServing();
+    });
+
+    it('never serves a request pipelined behind an over-limit body: the engine closes after the 413', async () => {
+      const body = 'x'.repeat(BODY_LIMIT + 1);
+      const after = (name: string) => `GET /bad/get/${name} HTTP/1.1\r\nHost: x\r\n\r\n`;
+      const declared = await rawHttp(
+        engine.httpUrl,
+        `POST /bad/echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\n\r\n${body}${after('behind-declared')}`,
+      );
+      const chunked = await rawHttp(
+        engine.httpUrl,
+        `POST /bad/echo HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n` +
+          `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n${after('behind-chunked')}`,
+      );
+      for (const responses of [declared, chunked]) {
+        expect(responses.length).toBe(1);
+        expectErrorEnvelope(responses[0]!, 413, 'PAYLOAD_TOO_LARGE');
+        expect(responses[0]!.headers.connection).toBe('close');
+      }
+      await keepsServing();
+      expect(callsTo('bad::get').filter((d) => String(d.path).startsWith('/bad/get/behind-'))).toEqual([]);
     });
 
     it('answers 408 REQUEST_TIMEOUT at the deadline to a body trickling in, with Content-Length or chunked', async () => {
