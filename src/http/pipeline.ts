@@ -162,7 +162,7 @@ export class HttpPipeline {
     // after it is not a request the engine will serve (docs/http.md#bodies).
     if (isClosing(req.socket)) return this.abandon(state);
     const decoded = decodeBody(read.bytes, req.headers['content-type']);
-    if (!decoded.ok) return this.finish(state, errorReply(decoded.code, requestId));
+    if (!decoded.ok) return this.finish(state, errorReply(decoded.code, requestId, decoded.message === undefined ? {} : { message: decoded.message }));
 
     const headers = flattenHeaders(req.headers);
     headers[this.config.requestIdHeader] = requestId;

@@ -27,7 +27,7 @@ import { RawWorker } from '../support/raw-worker.js';
 const TIMEOUT_MS = 2000;
 /** http-server.ts: headers must arrive within min(10 s, default_timeout + 1 s), checked every second. */
 const HEADERS_TIMEOUT_MS = TIMEOUT_MS + 1000;
-const BODY_LIMIT = 1024;
+const BODY_LIMIT = 256 * 1024;
 
 interface Call {
   functionId: string;
@@ -99,6 +99,21 @@ describe('HTTP bad input', () => {
         }
       }
       expect(callsTo('bad::echo').length).toBe(before);
+      await keepsServing();
+    });
+
+    it('answers 400 INVALID_JSON to a JSON body nested deeper than 512 levels, and serves 512', async () => {
+      const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+      const before = callsTo('bad::echo').length;
+      for (const depth of [513, 4000, 100_000]) {
+        const res = await post(nested(depth), 'application/json', { 'x-request-id': `deep-${depth}` });
+        const body = expectErrorEnvelope(res, 400, 'INVALID_JSON');
+        expect(body.error.message).toBe('Request body JSON is nested deeper than 512 levels');
+      }
+      expect(callsTo('bad::echo').length).toBe(before);
+      const ok = await post(nested(512), 'application/json', { 'x-request-id': 'deep-512' });
+      expect(ok.status).toBe(200);
+      expect(JSON.stringify(ok.json().body)).toBe(nested(512));
       await keepsServing();
     });
 
