@@ -148,7 +148,7 @@ describe('bad handler output', () => {
     await expectInvalid('{"headers":true,"body":1}', container);
     await expectInvalid('{"headers":[["X-A","1"]],"body":1}', 'headers array items must be "Name: value" strings');
     await expectInvalid('{"headers":[42],"body":1}', 'headers array items must be "Name: value" strings');
-    for (const value of ['{"v":1}', 'null', '[{"v":1}]']) {
+    for (const value of ['{"v":1}', 'null', '[{"v":1}]', '1e400', '-1e400']) {
       await expectInvalid(`{"headers":{"X-A":${value}},"body":1}`, 'invalid value for header X-A');
     }
     await keepsServing();
@@ -176,6 +176,17 @@ describe('bad handler output', () => {
     expect(text.status).toBe(200);
     expect(text.text).toBe('\ufffdx');
     expect(text.headers['content-length']).toBe('4');
+    await keepsServing();
+  });
+
+  it('answers 502 INVALID_RESPONSE to a body too deeply nested to serialise, and serves 1000 levels', async () => {
+    const deep = await http(`${engine.httpUrl}/out/deep/100000`, { headers: { 'x-request-id': 'deep-out' } });
+    const body = expectErrorEnvelope(deep, 502, 'INVALID_RESPONSE');
+    expect(body.error.message).toBe('invalid handler response: body cannot be serialised as JSON: Maximum call stack size exceeded');
+    expect(body.request_id).toBe('deep-out');
+    const fine = await http(`${engine.httpUrl}/out/deep/1000`);
+    expect(fine.status).toBe(200);
+    expect(fine.text).toBe(nested(1000));
     await keepsServing();
   });
 
