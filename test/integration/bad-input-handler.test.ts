@@ -8,15 +8,23 @@ import { startEngine } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
 
 // Bad handler output (reliability issue, "handler output" suite): a raw worker answers with exactly
-// the bytes under test, since the wire is JSON text and an SDK would never send most of them. Every
-// item asserts the exact answer and that the engine answers a good request with 200 afterwards.
-// Items already covered elsewhere:
-// - status_code 42, a CR/LF header value, a non-token header name, an undefined result → 502
-//   INVALID_RESPONSE with an iii-sdk worker: http-errors.test.ts "502 INVALID_RESPONSE"
-// - every rule of the ApiResponse mapping, value by value: test/unit/response.test.ts
-// - frames over max_frame_bytes closing the socket with 1009 (no HTTP request involved):
-//   worker-protocol.test.ts; here the HTTP side of it (502 WORKER_DISCONNECTED at once)
-// - a worker disconnecting mid-request → 502 WORKER_DISCONNECTED: http-lifecycle.test.ts
+// the frame under test, since the wire is JSON text and an SDK would never send most of these. Every
+// test asserts the exact answer and that the engine answers a good request with 200 afterwards.
+// Where each item of the issue is covered:
+// - invalid status (0, 99, 600, 1000, "abc", negative, float, 1e400, 1xx, …) → 502 INVALID_RESPONSE:
+//   here; http-errors.test.ts "502 INVALID_RESPONSE" (42, with an iii-sdk worker); unit: response.test.ts
+// - header values with CR/LF or control characters → 502, nothing injected: here (both header forms,
+//   Set-Cookie arrays); http-errors.test.ts (iii-sdk worker); unit: response.test.ts
+// - invalid header names → 502: here; http-errors.test.ts; unit: response.test.ts
+// - values JSON can carry that are not what they seem: numbers beyond a double (bodies served as
+//   JSON reads them, 1e400 header values refused), bodies nested too deep to serialise (502), lone
+//   surrogates (served), headers as numbers/strings/objects (502), results that are not objects
+//   (502; an undefined result also in http-errors.test.ts): here
+// - frames that are not JSON text: not JSON (ignored → 504 at the deadline), not UTF-8 in a text
+//   frame (1007 → 502 WORKER_DISCONNECTED), not UTF-8 in a binary frame (U+FFFD): here;
+//   worker-protocol.test.ts "logs and ignores malformed frames …" (no HTTP request involved)
+// - enormous bodies: several MB under max_frame_bytes served, a result over it → 1009 and 502
+//   WORKER_DISCONNECTED at once: here; worker-protocol.test.ts "refuses a frame above max_frame_bytes …"
 const TIMEOUT_MS = 3000;
 const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 const STATUS_MESSAGE = (raw: string) =>

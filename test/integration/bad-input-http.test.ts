@@ -9,21 +9,29 @@ import type { RawResponse } from '../support/raw-http.js';
 import { parseResponses, RawConnection, rawHttp } from '../support/raw-http.js';
 import { RawWorker } from '../support/raw-worker.js';
 
-// Bad input on the HTTP side (reliability issue, "HTTP bad input" suite). Every item asserts the exact
-// answer, that no handler saw what should never reach one (the worker's call log), and that the engine
-// answers a good request with 200 afterwards. Items already covered elsewhere:
-// - malformed JSON body → 400 INVALID_JSON: http-errors.test.ts "answers 400 INVALID_JSON …" (here too,
-//   with more shapes, the call log and a follow-up request)
-// - body over body_limit, declared by Content-Length (no body sent) and chunked (never ending):
-//   http-errors.test.ts "body_limit"; http-request.test.ts (default 1 MiB limit). Here: clients that
-//   keep streaming body bytes after the limit, in both framings.
-// - invalid percent-encoding in a path → 400 INVALID_PATH: http-routing.test.ts (one path; more here)
-// - prototype-pollution keys in middleware `continue` patches of context, headers and body:
-//   middleware.test.ts "prototype pollution through patches". Here: query_params and path_params
-//   patches, JSON and form bodies, query strings and header names.
-// - X-Forwarded-For with trust_proxy off → ip is the socket peer: http-request.test.ts "ignores
-//   X-Forwarded-For …" (one header; here several spoofing forms).
-// - pipeline-level unit coverage: test/unit/body.test.ts (limits, deadline), test/unit/api-request.test.ts.
+// Bad input on the HTTP side (reliability issue, "HTTP bad input" suite). Every test here asserts the
+// exact answer, that no handler saw what must never reach one (the raw worker's call log), and that
+// the engine answers a good request with 200 afterwards. Where each item of the issue is covered:
+// - malformed JSON body → 400 INVALID_JSON: here ("every malformed JSON body", "nested deeper than
+//   512 levels"); also http-errors.test.ts "answers 400 INVALID_JSON …"; unit: body.test.ts
+// - wrong/unknown content type: here ("wrong or unknown content types"); http-request.test.ts covers
+//   each row of the body table (form, text/*, other → base64, empty → null)
+// - body over body_limit, Content-Length and chunked: here (a client that keeps streaming in both
+//   framings; requests pipelined behind an over-limit body); http-errors.test.ts "body_limit"
+//   (Content-Length with no body sent, a chunked body that never ends); http-request.test.ts (1 MiB)
+// - slow headers (slowloris, and a silent connection) → 408: here ("request heads")
+// - slow body → 408 REQUEST_TIMEOUT: here ("a body trickling in"); unit: body.test.ts (deadline)
+// - oversized headers → 431 HEADERS_TOO_LARGE: here
+// - request smuggling (CL+TE, duplicate/conflicting Content-Length, obfuscated Transfer-Encoding) →
+//   400 MALFORMED_REQUEST, closed, nothing reaches a handler: here, with a control test showing the
+//   call log does see a pipelined request; malformed request lines and headers: here
+// - invalid percent-encoding in paths → 400 INVALID_PATH: here (9 paths); http-routing.test.ts (one)
+// - prototype-pollution keys: JSON and form bodies, query strings, header names, and query_params /
+//   path_params / context patches: here ("prototype pollution", checked inside the engine by a
+//   handler whose answer would change); context, headers and body patches: middleware.test.ts
+//   "prototype pollution through patches"; unit: middleware-merge.test.ts, body.test.ts
+// - spoofed X-Forwarded-For (and Forwarded, X-Real-IP) with trust_proxy off → ip is the peer: here;
+//   http-request.test.ts "ignores X-Forwarded-For …" and, for trust_proxy on, "takes ip from …"
 const TIMEOUT_MS = 2000;
 /** http-server.ts: headers must arrive within min(10 s, default_timeout + 1 s), checked every second. */
 const HEADERS_TIMEOUT_MS = TIMEOUT_MS + 1000;
