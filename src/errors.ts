@@ -9,6 +9,8 @@ export const HTTP_ERRORS = {
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body exceeds the body limit' },
   INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },
   INVALID_PATH: { status: 400, message: 'Request target must be an absolute path with valid percent-encoding' },
+  MALFORMED_REQUEST: { status: 400, message: 'The request is not valid HTTP/1.1' },
+  HEADERS_TOO_LARGE: { status: 431, message: 'Request headers exceed the header size limit' },
   REQUEST_TIMEOUT: { status: 408, message: 'Request body was not received in time' },
   OVERLOADED: { status: 503, message: 'Too many concurrent requests' },
   FUNCTION_UNAVAILABLE: { status: 503, message: 'No connected worker serves this function' },

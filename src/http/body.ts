@@ -16,10 +16,15 @@ export function hasBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined;
 }
 
-export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number): Promise<BodyReadResult> {
+/**
+ * `onRefused` runs synchronously when the read fails, before the result is delivered: the connection
+ * is then unusable, and later requests parsed on it must see that before their own code resumes.
+ */
+export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number, onRefused?: () => void): Promise<BodyReadResult> {
   if (!hasBody(req)) return Promise.resolve({ ok: true, bytes: EMPTY });
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limitBytes) {
+    onRefused?.();
     return Promise.resolve({ ok: false, code: 'PAYLOAD_TOO_LARGE' });
   }
   return new Promise<BodyReadResult>((resolve) => {
@@ -34,7 +39,10 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
       req.off('end', onEnd);
       req.off('aborted', onAborted);
       req.off('error', onAborted);
-      if (!result.ok) req.pause();
+      if (!result.ok) {
+        req.pause();
+        onRefused?.();
+      }
       resolve(result);
     };
     const onData = (chunk: Buffer): void => {
@@ -52,7 +60,37 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
   });
 }
 
-export type BodyDecodeResult = { ok: true; body: unknown } | { ok: false; code: 'INVALID_JSON' };
+export type BodyDecodeResult = { ok: true; body: unknown } | { ok: false; code: 'INVALID_JSON'; message?: string };
+
+/**
+ * JSON bodies nested deeper than this are refused (400 INVALID_JSON). JSON.parse does not recurse,
+ * but JSON.stringify does: a body of a few thousand nested arrays parsed fine and then threw
+ * "Maximum call stack size exceeded" when the invocation was encoded for the worker (500
+ * INTERNAL_ERROR, and the invocation stayed pending until its deadline). 512 leaves a wide margin.
+ */
+export const MAX_JSON_DEPTH = 512;
+
+/** Nesting depth of valid JSON text, counted up to `max`: brackets outside strings. */
+function nestsDeeperThan(text: string, max: number): boolean {
+  // A text of n characters cannot nest deeper than n / 2.
+  if (text.length <= 2 * max) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
 
 function mediaType(contentType: string | undefined): string {
   if (contentType === undefined) return '';
@@ -71,11 +109,17 @@ export function decodeBody(bytes: Buffer, contentType: string | undefined): Body
   if (bytes.length === 0) return { ok: true, body: null };
   const type = mediaType(contentType);
   if (type === 'application/json' || type.endsWith('+json')) {
+    const text = bytes.toString('utf8');
+    let body: unknown;
     try {
-      return { ok: true, body: JSON.parse(bytes.toString('utf8')) };
+      body = JSON.parse(text);
     } catch {
       return { ok: false, code: 'INVALID_JSON' };
     }
+    if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+      return { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
+    }
+    return { ok: true, body };
   }
   if (type === 'application/x-www-form-urlencoded') {
     return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };

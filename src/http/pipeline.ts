@@ -10,6 +10,7 @@ import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table
 import type { ApiRequest } from './api-request.js';
 import { clientIp, flattenHeaders } from './api-request.js';
 import { decodeBody, readBody, searchParamsToObject } from './body.js';
+import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
 import { resolveRequestId } from './request-id.js';
 import type { HttpReply } from './response.js';
@@ -151,14 +152,17 @@ export class HttpPipeline {
     const path = q === -1 ? url : url.slice(0, q);
     if (!path.startsWith('/')) return this.finish(state, errorReply('INVALID_PATH', requestId));
 
-    const read = await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now());
+    const read = await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now(), () => markClosing(req.socket));
     if (!read.ok) {
       state.closeConnection = true;
       if (read.code === 'ABORTED') return this.abort(state);
       return this.finish(state, errorReply(read.code, requestId));
     }
+    // An earlier request on this connection left its body unread (413, 408): what the parser found
+    // after it is not a request the engine will serve (docs/http.md#bodies).
+    if (isClosing(req.socket)) return this.abandon(state);
     const decoded = decodeBody(read.bytes, req.headers['content-type']);
-    if (!decoded.ok) return this.finish(state, errorReply(decoded.code, requestId));
+    if (!decoded.ok) return this.finish(state, errorReply(decoded.code, requestId, decoded.message === undefined ? {} : { message: decoded.message }));
 
     const headers = flattenHeaders(req.headers);
     headers[this.config.requestIdHeader] = requestId;
@@ -345,8 +349,7 @@ export class HttpPipeline {
     }
     if (state.closeConnection) {
       state.engineHeaders.connection = 'close';
-      // The unread rest of the body must not be parsed as the next request: drop the socket once sent.
-      res.once('finish', () => req.socket.destroySoon());
+      closeAfterReply(req);
     }
     if (!res.headersSent && !res.destroyed) writeReply(res, reply, state.engineHeaders);
     this.log(state, reply.status);
@@ -385,6 +388,12 @@ export class HttpPipeline {
   private abort(state: RequestState): void {
     state.finished = true;
     state.res.destroy();
+    this.log(state, 499);
+  }
+
+  /** Never answered: the connection is closing for an earlier request, whose answer must still go out. */
+  private abandon(state: RequestState): void {
+    state.finished = true;
     this.log(state, 499);
   }
 

@@ -25,7 +25,8 @@ function addHeader(out: [string, string][], name: string, value: unknown): strin
   if (!TOKEN.test(name)) return `invalid header name ${JSON.stringify(name)}`;
   let text: string;
   if (typeof value === 'string') text = value;
-  else if (typeof value === 'number' || typeof value === 'boolean') text = String(value);
+  // A non-finite number is a JSON number too large for a double (1e400 parses as Infinity): not a value.
+  else if ((typeof value === 'number' && Number.isFinite(value)) || typeof value === 'boolean') text = String(value);
   else return `invalid value for header ${name}`;
   if (INVALID_VALUE.test(text)) return `header ${name} contains forbidden characters (CR, LF or control)`;
   const lower = name.toLowerCase();
@@ -74,8 +75,16 @@ export function mapApiResponse(value: unknown): MapResult {
   }
   const hasContentType = headers.some(([name]) => name === 'content-type');
   if (typeof body === 'string' && hasContentType) return { ok: true, reply: { status: rawStatus, headers, body } };
+  let json: string;
+  try {
+    json = JSON.stringify(body);
+  } catch (err) {
+    // JSON.stringify recurses: a body nested a few thousand levels deep (valid on the wire, which
+    // JSON.parse reads without recursing) overflows the stack. The handler's answer is at fault.
+    return { ok: false, message: `body cannot be serialised as JSON: ${(err as Error).message}` };
+  }
   if (!hasContentType) headers.push(['content-type', 'application/json']);
-  return { ok: true, reply: { status: rawStatus, headers, body: JSON.stringify(body) } };
+  return { ok: true, reply: { status: rawStatus, headers, body: json } };
 }
 
 /** `code` is an engine code from src/errors.ts, or a worker's own error code (status then given). */

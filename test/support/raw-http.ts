@@ -57,7 +57,8 @@ export async function rawHttp(url: string, data: string | Buffer, timeoutMs?: nu
   return connection.closed;
 }
 
-function parseResponses(bytes: Buffer): RawResponse[] {
+/** Splits what a server sent into responses (Content-Length framing; the last one may run to the end). */
+export function parseResponses(bytes: Buffer): RawResponse[] {
   const out: RawResponse[] = [];
   let offset = 0;
   while (offset < bytes.length) {

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BodyReadResult } from '../../src/http/body.js';
-import { decodeBody, hasBody, readBody, searchParamsToObject } from '../../src/http/body.js';
+import { decodeBody, hasBody, MAX_JSON_DEPTH, readBody, searchParamsToObject } from '../../src/http/body.js';
 
 interface FakeRequest {
   req: IncomingMessage;
@@ -166,6 +166,20 @@ describe('decodeBody', () => {
       expect(decodeBody(bytes(text), 'application/json')).toStrictEqual({ ok: false, code: 'INVALID_JSON' });
     }
     expect(decodeBody(bytes('nope'), 'application/ld+json')).toStrictEqual({ ok: false, code: 'INVALID_JSON' });
+  });
+
+  it('refuses JSON nested deeper than MAX_JSON_DEPTH, counting brackets outside strings only', () => {
+    const nested = (depth: number, open = '[', close = ']') => open.repeat(depth) + close.repeat(depth);
+    const deep = { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
+    expect(decodeBody(bytes(nested(MAX_JSON_DEPTH)), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(nested(MAX_JSON_DEPTH)) });
+    expect(decodeBody(bytes(nested(MAX_JSON_DEPTH + 1)), 'application/json')).toStrictEqual(deep);
+    expect(decodeBody(bytes(`${'{"a":'.repeat(MAX_JSON_DEPTH + 1)}1${'}'.repeat(MAX_JSON_DEPTH + 1)}`), 'application/json')).toStrictEqual(deep);
+    expect(decodeBody(bytes(nested(100_000)), 'application/json')).toStrictEqual(deep);
+    // Brackets inside strings (escaped quotes included) are not nesting.
+    const brackets = JSON.stringify({ s: `\\"${'['.repeat(MAX_JSON_DEPTH * 2)}`, t: '{'.repeat(MAX_JSON_DEPTH * 2) });
+    expect(decodeBody(bytes(brackets), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(brackets) });
+    // Only JSON is counted: the same text as text/plain is a string.
+    expect(decodeBody(bytes(nested(100_000)), 'text/plain')).toStrictEqual({ ok: true, body: nested(100_000) });
   });
 
   it('parses forms into a null-prototype object; last value wins; __proto__ stays data', () => {

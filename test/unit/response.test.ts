@@ -156,7 +156,10 @@ describe('mapApiResponse: headers', () => {
     expect(rejected({ headers: 5 })).toBe('headers must be an object or an array of "Name: value" strings');
   });
 
-  it('rejects header values that are not strings, numbers or booleans', () => {
+  it('rejects header values that are not strings, finite numbers or booleans', () => {
+    expect(rejected({ headers: { 'X-A': Infinity } })).toBe('invalid value for header X-A');
+    expect(rejected({ headers: { 'X-A': -Infinity } })).toBe('invalid value for header X-A');
+    expect(rejected({ headers: { 'X-A': Number.NaN } })).toBe('invalid value for header X-A');
     expect(rejected({ headers: { 'X-A': { v: 1 } } })).toBe('invalid value for header X-A');
     expect(rejected({ headers: { 'X-A': null } })).toBe('invalid value for header X-A');
     expect(rejected({ headers: { 'X-A': [1, { v: 1 }] } })).toBe('invalid value for header X-A');
@@ -221,6 +224,12 @@ describe('mapApiResponse: body', () => {
         ok({ status: 200, headers: [['content-type', 'application/json']], body: json }),
       );
     }
+  });
+
+  it('rejects a body too deeply nested to serialise, instead of throwing', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(rejected({ status_code: 200, body: deep })).toBe('body cannot be serialised as JSON: Maximum call stack size exceeded');
   });
 
   it('sends no body (and adds no content type) for a null or missing body', () => {
