@@ -60,7 +60,8 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
   });
 }
 
-export type BodyDecodeResult = { ok: true; body: unknown } | { ok: false; code: 'INVALID_JSON'; message?: string };
+/** `json`: the body's own JSON text when it was JSON (valid, checked), so it can be sent on as is. */
+export type BodyDecodeResult = { ok: true; body: unknown; json?: string } | { ok: false; code: 'INVALID_JSON'; message?: string };
 
 /**
  * JSON bodies nested deeper than this are refused (400 INVALID_JSON). JSON.parse does not recurse,
@@ -119,7 +120,7 @@ export function decodeBody(bytes: Buffer, contentType: string | undefined): Body
     if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
       return { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
     }
-    return { ok: true, body };
+    return { ok: true, body, json: text };
   }
   if (type === 'application/x-www-form-urlencoded') {
     return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };

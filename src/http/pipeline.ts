@@ -8,7 +8,7 @@ import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runn
 import { MiddlewareRunner } from '../middleware/middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
 import type { ApiRequest } from './api-request.js';
-import { clientIp, flattenHeaders } from './api-request.js';
+import { apiRequestWithBodyJson, clientIp, flattenHeaders } from './api-request.js';
 import { decodeBody, readBody, searchParamsToObject } from './body.js';
 import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
@@ -183,7 +183,8 @@ export class HttpPipeline {
     state.routing = routing;
 
     // onRequest runs before matching; its patches to path or method change what is matched.
-    const onRequest = await this.runPhase(state, 'onRequest', this.selectIds(routing, 'onRequest', apiRequest.path), {});
+    const onRequestIds = this.selectIds(routing, 'onRequest', apiRequest.path);
+    const onRequest = await this.runPhase(state, 'onRequest', onRequestIds, {});
     if (onRequest !== undefined) return this.finish(state, onRequest);
 
     const match = routing.router.match(apiRequest.method, apiRequest.path);
@@ -210,7 +211,12 @@ export class HttpPipeline {
       }
     }
 
-    const outcome = await this.deps.invoker.invoke(route.functionId, apiRequest, {
+    // Without request-phase middleware the body is as parsed: its own JSON text goes to the worker.
+    const handlerData =
+      decoded.json !== undefined && onRequestIds.length === 0 && preIds.length === 0
+        ? apiRequestWithBodyJson(apiRequest, decoded.json)
+        : apiRequest;
+    const outcome = await this.deps.invoker.invoke(route.functionId, handlerData, {
       deadline: state.deadline,
       requestId,
       trace: state.trace,

@@ -1,6 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { clientIp, flattenHeaders } from '../../src/http/api-request.js';
+import type { ApiRequest } from '../../src/http/api-request.js';
+import { apiRequestWithBodyJson, clientIp, flattenHeaders } from '../../src/http/api-request.js';
 
 function fakeRequest(headers: IncomingHttpHeaders, remoteAddress: string | undefined): IncomingMessage {
   return { headers, socket: { remoteAddress } } as unknown as IncomingMessage;
@@ -61,5 +63,41 @@ describe('clientIp', () => {
     expect(clientIp(fakeRequest({}, '10.0.0.1'), true)).toBe('10.0.0.1');
     expect(clientIp(fakeRequest({ 'x-forwarded-for': '' }, '10.0.0.1'), true)).toBe('10.0.0.1');
     expect(clientIp(fakeRequest({ 'x-forwarded-for': ' , 1.2.3.4' }, '10.0.0.1'), true)).toBe('10.0.0.1');
+  });
+});
+
+describe('apiRequestWithBodyJson', () => {
+  const request = (body: unknown): ApiRequest => ({
+    path: '/p',
+    method: 'POST',
+    path_params: { id: '1' },
+    query_params: {},
+    body,
+    headers: { 'content-type': 'application/json' },
+    trigger: { type: 'http', path: '/p', method: 'POST' },
+    context: {},
+    request_id: 'r',
+    ip: '127.0.0.1',
+  });
+
+  it('gives the worker the same values as serialising the whole request, and leaves the request as it was', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom('', ' ', '\n  '), (value, pad) => {
+        const text = `${pad}${JSON.stringify(value)}${pad}`;
+        const parsed: unknown = JSON.parse(text);
+        const req = request(parsed);
+        const spliced = apiRequestWithBodyJson(req, text);
+        expect(JSON.parse(spliced.json)).toStrictEqual(JSON.parse(JSON.stringify(req)));
+        expect(req.body).toBe(parsed);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps the body text as sent: a __proto__ key and numbers JSON cannot re-serialise survive', () => {
+    const text = '{"__proto__":{"x":1},"big":1e400}';
+    const spliced = JSON.parse(apiRequestWithBodyJson(request(JSON.parse(text)), text).json) as { body: Record<string, unknown> };
+    expect(Object.keys(spliced.body)).toEqual(['__proto__', 'big']);
+    expect(spliced.body.big).toBe(Infinity);
   });
 });

@@ -144,20 +144,23 @@ describe('decodeBody', () => {
     expect(decodeBody(bytes('{"a":1,"b":[true,null]}'), 'application/json')).toStrictEqual({
       ok: true,
       body: { a: 1, b: [true, null] },
+      json: '{"a":1,"b":[true,null]}',
     });
-    expect(decodeBody(bytes('[1]'), 'application/json; charset=utf-8')).toStrictEqual({ ok: true, body: [1] });
-    expect(decodeBody(bytes('"x"'), ' Application/JSON ')).toStrictEqual({ ok: true, body: 'x' });
-    expect(decodeBody(bytes('null'), 'application/json')).toStrictEqual({ ok: true, body: null });
+    expect(decodeBody(bytes('[1]'), 'application/json; charset=utf-8')).toStrictEqual({ ok: true, body: [1], json: '[1]' });
+    expect(decodeBody(bytes(' "x" '), ' Application/JSON ')).toStrictEqual({ ok: true, body: 'x', json: ' "x" ' });
+    expect(decodeBody(bytes('null'), 'application/json')).toStrictEqual({ ok: true, body: null, json: 'null' });
   });
 
   it('parses +json media types', () => {
     expect(decodeBody(bytes('{"title":"x"}'), 'application/problem+json')).toStrictEqual({
       ok: true,
       body: { title: 'x' },
+      json: '{"title":"x"}',
     });
     expect(decodeBody(bytes('{"data":[]}'), 'application/vnd.api+json; charset=utf-8')).toStrictEqual({
       ok: true,
       body: { data: [] },
+      json: '{"data":[]}',
     });
   });
 
@@ -171,13 +174,13 @@ describe('decodeBody', () => {
   it('refuses JSON nested deeper than MAX_JSON_DEPTH, counting brackets outside strings only', () => {
     const nested = (depth: number, open = '[', close = ']') => open.repeat(depth) + close.repeat(depth);
     const deep = { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
-    expect(decodeBody(bytes(nested(MAX_JSON_DEPTH)), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(nested(MAX_JSON_DEPTH)) });
+    expect(decodeBody(bytes(nested(MAX_JSON_DEPTH)), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(nested(MAX_JSON_DEPTH)), json: nested(MAX_JSON_DEPTH) });
     expect(decodeBody(bytes(nested(MAX_JSON_DEPTH + 1)), 'application/json')).toStrictEqual(deep);
     expect(decodeBody(bytes(`${'{"a":'.repeat(MAX_JSON_DEPTH + 1)}1${'}'.repeat(MAX_JSON_DEPTH + 1)}`), 'application/json')).toStrictEqual(deep);
     expect(decodeBody(bytes(nested(100_000)), 'application/json')).toStrictEqual(deep);
     // Brackets inside strings (escaped quotes included) are not nesting.
     const brackets = JSON.stringify({ s: `\\"${'['.repeat(MAX_JSON_DEPTH * 2)}`, t: '{'.repeat(MAX_JSON_DEPTH * 2) });
-    expect(decodeBody(bytes(brackets), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(brackets) });
+    expect(decodeBody(bytes(brackets), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(brackets), json: brackets });
     // Only JSON is counted: the same text as text/plain is a string.
     expect(decodeBody(bytes(nested(100_000)), 'text/plain')).toStrictEqual({ ok: true, body: nested(100_000) });
   });
@@ -222,7 +225,7 @@ describe('decodeBody', () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
         const text = JSON.stringify(value);
-        expect(decodeBody(bytes(text), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(text) });
+        expect(decodeBody(bytes(text), 'application/json')).toStrictEqual({ ok: true, body: JSON.parse(text), json: text });
       }),
       { numRuns: 300 },
     );
