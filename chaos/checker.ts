@@ -45,6 +45,8 @@ export interface ConvergenceRecord {
   ms: number | null;
   /** What was still wrong when the limit passed. */
   lastProblem?: string;
+  /** Each problem seen while waiting, with when it was first seen (diagnosis only). */
+  trail?: { ms: number; problem: string }[];
 }
 
 export interface CheckInput {

@@ -292,9 +292,11 @@ export async function awaitConvergence(
   expected: () => ExpectedReplica[],
   limitMs: number,
   pollMs = 100,
-): Promise<{ ms: number | null; lastProblem?: string }> {
+): Promise<{ ms: number | null; lastProblem?: string; trail: { ms: number; problem: string }[] }> {
   const started = performance.now();
   let lastProblem: string | undefined;
+  // Each problem in the order it was first seen: what the cluster was waiting for, and for how long.
+  const trail: { ms: number; problem: string }[] = [];
   for (;;) {
     try {
       lastProblem = await clusterProblem(nodes, processes, expected());
@@ -302,8 +304,9 @@ export async function awaitConvergence(
       lastProblem = `admin query failed: ${(err as Error).message}`;
     }
     const elapsed = performance.now() - started;
-    if (lastProblem === undefined) return { ms: Math.round(elapsed) };
-    if (elapsed >= limitMs) return { ms: null, lastProblem };
+    if (lastProblem === undefined) return { ms: Math.round(elapsed), trail };
+    if (trail.at(-1)?.problem !== lastProblem) trail.push({ ms: Math.round(elapsed), problem: lastProblem });
+    if (elapsed >= limitMs) return { ms: null, lastProblem, trail };
     await new Promise((r) => setTimeout(r, pollMs));
   }
 }

@@ -139,7 +139,14 @@ async function applyFault(cluster: ChaosCluster, fault: PlannedFault): Promise<s
 
 async function converge(cluster: ChaosCluster, fault: ConvergenceRecord['fault'], kind: string, limitMs: number): Promise<ConvergenceRecord> {
   const result = await awaitConvergence(cluster.nodes, SETTINGS.childrenPerNode, () => expectedReplicas(cluster), limitMs);
-  const record: ConvergenceRecord = { type: 'convergence', fault, kind, ms: result.ms, ...(result.lastProblem === undefined ? {} : { lastProblem: result.lastProblem }) };
+  const record: ConvergenceRecord = {
+    type: 'convergence',
+    fault,
+    kind,
+    ms: result.ms,
+    ...(result.lastProblem === undefined ? {} : { lastProblem: result.lastProblem }),
+    trail: result.trail,
+  };
   convergence.push(record);
   write({ ...record, at: now() });
   return record;
@@ -226,6 +233,7 @@ async function main(): Promise<number> {
   } finally {
     await saveLogs(cluster).catch((err: unknown) => console.error('could not save engine logs:', err));
     await cluster.close();
+    log('cluster stopped');
   }
 
   const report = check({
