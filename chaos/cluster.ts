@@ -15,6 +15,8 @@ export const FUNCTION_ID = 'chaos::echo';
 export const ROUTE = { method: 'POST', path: '/chaos/echo' } as const;
 const WORKER_SCRIPT = join(ROOT, 'chaos', 'worker.mjs');
 const ADMIN_TIMEOUT_MS = 2000;
+/** A worker process loading Node and the SDK on a busy 2-core machine. */
+const WORKER_START_LIMIT_MS = 20_000;
 
 export interface ClusterSettings {
   nodes: number;
@@ -22,8 +24,12 @@ export interface ClusterSettings {
   replicasPerNode: number;
   /** RestApiModule default_timeout: the request deadline. */
   requestTimeoutMs: number;
+  /** ClusterModule heartbeat_ms and lease_ms: a killed child's peer leaves the table when its lease expires. */
   heartbeatMs: number;
   leaseMs: number;
+  /** WorkerModule heartbeat_interval_ms and heartbeat_timeout_ms: a stopped worker is dropped after the timeout. */
+  workerHeartbeatIntervalMs: number;
+  workerHeartbeatTimeoutMs: number;
   logLevel: string;
 }
 
@@ -51,14 +57,20 @@ export class Replica {
     return child !== undefined && child.exitCode === null && child.signalCode === null;
   }
 
-  start(): void {
-    this.process = spawnManaged(process.execPath, [WORKER_SCRIPT], {
+  /**
+   * Starts the replica's process; resolves once it has loaded the SDK and handed over its
+   * registrations (its start-up line), so what follows measures the engine, not Node's boot.
+   */
+  async start(): Promise<void> {
+    const p = spawnManaged(process.execPath, [WORKER_SCRIPT], {
       ...process.env,
       OTEL_ENABLED: 'false',
       III_URL: this.node.engine.workerUrl,
       CHAOS_REPLICA: this.name,
     });
+    this.process = p;
     this.stopped = false;
+    await p.stdout.waitFor((line) => line.includes('chaos replica started'), WORKER_START_LIMIT_MS, `replica ${this.name} to start`);
   }
 
   signal(signal: NodeJS.Signals): void {
@@ -103,6 +115,7 @@ export async function startCluster(settings: ClusterSettings): Promise<ChaosClus
       const name = String.fromCharCode(97 + i);
       const engine = await startEngine({
         api: { default_timeout: settings.requestTimeoutMs },
+        workers: { heartbeat_interval_ms: settings.workerHeartbeatIntervalMs, heartbeat_timeout_ms: settings.workerHeartbeatTimeoutMs },
         cluster: {
           processes: settings.childrenPerNode,
           redis_url: redis.url,
@@ -119,12 +132,9 @@ export async function startCluster(settings: ClusterSettings): Promise<ChaosClus
       nodes.push({ name, engine });
     }
     for (const node of nodes) {
-      for (let r = 0; r < settings.replicasPerNode; r++) {
-        const replica = new Replica(`${node.name}${r}`, node);
-        replica.start();
-        replicas.push(replica);
-      }
+      for (let r = 0; r < settings.replicasPerNode; r++) replicas.push(new Replica(`${node.name}${r}`, node));
     }
+    await Promise.all(replicas.map((r) => r.start()));
     return { redis, nodes, replicas, close };
   } catch (err) {
     await close();

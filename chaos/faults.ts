@@ -29,12 +29,13 @@ export interface PlannedFault {
 
 export const GAP_MS = { min: 1000, max: 2500 } as const;
 /**
- * Hold times per kind. A stopped worker is held for less than the engine's request deadline the
- * harness configures (5 s), so the calls queued on it can still complete once it resumes.
+ * Hold times per kind. Stopped workers straddle the engine's worker heartbeat timeout the harness
+ * configures (2 s): a short stop is ridden out (queued calls complete after SIGCONT), a long one gets
+ * the worker dropped and reconnecting. Both stay below the request deadline (5 s).
  */
 export const HOLD_MS: Record<FaultKind, { min: number; max: number }> = {
   'kill-worker': { min: 500, max: 2500 },
-  'stop-worker': { min: 500, max: 2500 },
+  'stop-worker': { min: 500, max: 4000 },
   'kill-child': { min: 0, max: 0 },
   'restart-redis': { min: 500, max: 3000 },
 };

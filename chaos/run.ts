@@ -47,8 +47,10 @@ const SETTINGS: ClusterSettings = {
   childrenPerNode: 2,
   replicasPerNode: 2,
   requestTimeoutMs: 5000,
-  heartbeatMs: 500,
-  leaseMs: 2000,
+  heartbeatMs: 300,
+  leaseMs: 1500,
+  workerHeartbeatIntervalMs: 500,
+  workerHeartbeatTimeoutMs: 2000,
   logLevel: option('log-level') ?? 'warn',
 };
 /** A request with no answer by then is hung: three times the engine's own deadline. */
@@ -107,7 +109,7 @@ async function applyFault(cluster: ChaosCluster, fault: PlannedFault): Promise<s
       replicaEvent(replica, false);
       await replica.kill();
       await sleep(fault.holdMs);
-      replica.start();
+      await replica.start();
       replicaEvent(replica, true);
       return `SIGKILL worker ${replica.name} (pid ${pid}), restarted after ${fault.holdMs} ms as pid ${replica.pid}`;
     }
