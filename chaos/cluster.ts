@@ -159,6 +159,28 @@ export function childPids(primaryPid: number): number[] {
   return pids.sort((a, b) => a - b);
 }
 
+/** Running (not exited, not a zombie awaiting its parent) according to /proc. */
+export function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Waits until a signalled process is really gone: on a busy machine a SIGKILLed process can take a
+ * while to be scheduled and die, and until then every view still looks consistent.
+ */
+export async function awaitGone(pid: number, limitMs = 5000): Promise<void> {
+  const deadline = performance.now() + limitMs;
+  while (isRunning(pid)) {
+    if (performance.now() > deadline) throw new Error(`pid ${pid} still running ${limitMs} ms after SIGKILL`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 async function adminGet(node: Node, path: string): Promise<{ status: number; body: unknown }> {
   const res = await request(`${node.engine.adminUrl}${path}`, {
     headersTimeout: ADMIN_TIMEOUT_MS + 500,

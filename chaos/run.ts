@@ -14,7 +14,7 @@ import { ROOT } from '../test/support/processes.js';
 import type { ChaosReport, ConvergenceRecord, ReplicaEvent, RequestRecord } from './checker.js';
 import { check, formatPercent, summaryLine } from './checker.js';
 import type { ChaosCluster, ClusterSettings, ExpectedReplica, Replica } from './cluster.js';
-import { awaitConvergence, childPidAt, startCluster } from './cluster.js';
+import { awaitConvergence, awaitGone, childPidAt, startCluster } from './cluster.js';
 import type { PlannedFault } from './faults.js';
 import { generateSchedule, seedFrom } from './faults.js';
 import { LoadGenerator } from './load.js';
@@ -128,6 +128,7 @@ async function applyFault(cluster: ChaosCluster, fault: PlannedFault): Promise<s
       const pid = await childPidAt(node, fault.member);
       if (pid === undefined) return `kill-child: node ${node.name} has no child ${fault.member} (skipped)`;
       process.kill(pid, 'SIGKILL');
+      await awaitGone(pid);
       return `SIGKILL engine child ${fault.member} of node ${node.name} (pid ${pid}); its primary respawns it`;
     }
     case 'restart-redis': {
