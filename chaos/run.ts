@@ -21,12 +21,19 @@ import { LoadGenerator } from './load.js';
 
 // ------------------------------------------------------------------------------------------- options
 
+const KNOWN_OPTIONS = ['--seconds', '--seed', '--connections', '--log-level'];
+
+function usage(problem: string): never {
+  console.error(`chaos: ${problem}\nusage: npm run chaos -- --seconds N [--seed S] [--connections N] [--log-level L]`);
+  process.exit(2);
+}
+
 function option(name: string): string | undefined {
   const args = process.argv.slice(2);
   const at = args.indexOf(`--${name}`);
   if (at === -1) return undefined;
   const value = args[at + 1];
-  if (value === undefined || value.startsWith('--')) throw new Error(`--${name} needs a value`);
+  if (value === undefined || value.startsWith('--')) usage(`--${name} needs a value`);
   return value;
 }
 
@@ -34,8 +41,12 @@ function positiveInt(name: string, fallback: number): number {
   const text = option(name);
   if (text === undefined) return fallback;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer, got ${text}`);
+  if (!Number.isInteger(value) || value < 1) usage(`--${name} must be a positive integer, got ${text}`);
   return value;
+}
+
+for (const arg of process.argv.slice(2)) {
+  if (arg.startsWith('--') && !KNOWN_OPTIONS.includes(arg)) usage(`unknown option ${arg}`);
 }
 
 const SECONDS = positiveInt('seconds', 20);
