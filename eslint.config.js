@@ -20,7 +20,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/cli/**', 'test/**', 'bench/**', 'examples/**', 'scripts/**'],
+    files: ['src/cli/**', 'test/**', 'bench/**', 'chaos/**', 'examples/**', 'scripts/**'],
     rules: { 'no-console': 'off' },
   },
   {
