@@ -277,10 +277,7 @@ export async function viewProblem(node: Node, expected: readonly ExpectedReplica
     const entry = matches[0] as WorkerEntry;
     if (entry.pid !== undefined && entry.pid !== want.pid) return `node ${node.name}: replica ${want.name} listed with pid ${entry.pid}, expected ${want.pid}`;
     if (entry.peer === undefined || !live.has(entry.peer)) return `node ${node.name}: replica ${want.name} listed on peer ${entry.peer ?? '?'}, which is not a live child`;
-    // The node from the peer id (`nodeId/index/epoch`): /workers leaves `node` out for the workers of
-    // the child that answers the query.
-    const onNode = entry.node ?? entry.peer.split('/')[0];
-    if (onNode !== want.nodeId) return `node ${node.name}: replica ${want.name} on ${onNode ?? '?'}, expected ${want.nodeId}`;
+    if (entry.node !== want.nodeId) return `node ${node.name}: replica ${want.name} on ${entry.node ?? '?'}, expected ${want.nodeId}`;
     if (!(entry.functions ?? []).includes(FUNCTION_ID)) return `node ${node.name}: replica ${want.name} does not serve ${FUNCTION_ID}`;
     peers.add(entry.peer);
   }

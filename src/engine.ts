@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Bus } from './cluster/bus.js';
 import { ClusterInvoker } from './cluster/cluster-invoker.js';
 import type { PeerIdentity } from './cluster/peer-id.js';
+import { incarnationOf } from './cluster/peer-id.js';
 import { PeerPool } from './cluster/peer-pool.js';
 import { checkSnapshot } from './cluster/snapshot-check.js';
 import type { EngineConfig } from './config/types.js';
@@ -197,11 +198,13 @@ export class Engine {
   workersView(): Record<string, unknown>[] {
     const out: Record<string, unknown>[] = [];
     for (const snapshot of this.table.snapshotsHeld()) {
+      // This process's own snapshot carries no endpoint (it is added when published).
+      const node = snapshot.endpoint?.nodeId ?? (snapshot.ownerId === this.hub.ownerId ? this.endpoint?.nodeId : undefined);
       for (const worker of snapshot.workers ?? []) {
         out.push({
           ...worker,
           peer: snapshot.ownerId,
-          ...(snapshot.endpoint === undefined ? {} : { node: snapshot.endpoint.nodeId }),
+          ...(node === undefined ? {} : { node }),
           functions: snapshot.functions.filter((fn) => fn.workerId === worker.id).map((fn) => fn.id),
         });
       }
@@ -251,6 +254,10 @@ export class Engine {
         }
         const snapshot = checked.snapshot;
         if (this.table.endpointOf(snapshot.ownerId) === undefined) {
+          if (this.supersedeIncarnations(snapshot.ownerId) === 'stale') {
+            logger.debug({ peerId: snapshot.ownerId }, 'snapshot of an earlier incarnation of a restarted child ignored');
+            return;
+          }
           logger.info({ peerId: snapshot.ownerId, endpoint: snapshot.endpoint }, 'peer joined');
         }
         this.table.applySnapshot(snapshot);
@@ -263,6 +270,29 @@ export class Engine {
     });
     this.publishNow();
     return this.endpoint;
+  }
+
+  /**
+   * A peer id is node/index/epoch, and a node runs one child per index at a time: a later epoch means
+   * the child restarted and the earlier incarnation is dead. Dropping it now, not when its lease runs
+   * out, converges faster after a child crash (Redis mode; embedded drops it at once anyway). Returns
+   * 'stale' when the joining peer is itself the earlier incarnation (a dead child's key reloaded).
+   */
+  private supersedeIncarnations(peerId: string): 'live' | 'stale' {
+    const joining = incarnationOf(peerId);
+    if (joining === undefined) return 'live';
+    // An earlier incarnation of this very child (its key outlived it in Redis).
+    if (incarnationOf(this.hub.ownerId)?.slot === joining.slot) return 'stale';
+    for (const held of [...this.table.ownerVersions().keys()]) {
+      const other = incarnationOf(held);
+      if (held === peerId || other?.slot !== joining.slot) continue;
+      if (other.startedMs > joining.startedMs) return 'stale';
+      if (this.table.removeOwner(held)) {
+        this.options.logger.child({ module: 'cluster' }).info({ peerId: held, replacedBy: peerId }, 'peer replaced by a restarted incarnation');
+      }
+      this.peers?.drop(held);
+    }
+    return 'live';
   }
 
   private schedulePublish(): void {

@@ -20,3 +20,16 @@ export function defaultNodeId(): string {
 export function peerIdentity(nodeId: string, index: number, epoch = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`): PeerIdentity {
   return { nodeId, index, epoch, peerId: `${nodeId}/${index}/${epoch}` };
 }
+
+/**
+ * The child slot (`node/index/`) and start time of a peer id, or undefined for an id this code did
+ * not make. Two ids of one slot are two incarnations of one child; the later start is the live one.
+ */
+export function incarnationOf(peerId: string): { slot: string; startedMs: number } | undefined {
+  const cut = peerId.lastIndexOf('/');
+  if (cut <= 0) return undefined;
+  const epoch = peerId.slice(cut + 1);
+  const startedMs = parseInt(epoch.slice(0, -4), 36);
+  if (!Number.isSafeInteger(startedMs) || epoch.length <= 4) return undefined;
+  return { slot: peerId.slice(0, cut + 1), startedMs };
+}

@@ -70,6 +70,11 @@ describe('distributed mode: two nodes sharing one Redis', () => {
     await workerOn(nodeA, 'ra::hello', '/ra/hello');
     const res = await waitForStatus(`${nodeB.httpUrl}/ra/hello`, (s) => s === 200);
     expect(res.json()).toEqual({ fn: 'ra::hello', path: '/ra/hello' });
+    // Both nodes list the worker with the node it is connected to (node A's own view included).
+    for (const node of [nodeA, nodeB]) {
+      const workers = (await http(`${node.adminUrl}/workers`)).json<{ functions: string[]; node?: string }[]>();
+      expect(workers.find((w) => w.functions.includes('ra::hello'))?.node).toBe('node-a');
+    }
   });
 
   it('runs middleware and condition functions served on the other node', async () => {
