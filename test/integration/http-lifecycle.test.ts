@@ -8,6 +8,7 @@ import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
 import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
 import { RawConnection } from '../support/raw-http.js';
+import { RawWorker } from '../support/raw-worker.js';
 
 // Workers and the engine coming and going (http-module.md §1, §4 rules 1 and 5, worker connection
 // rules 1-4; architecture.md WORKER_DISCONNECTED and SHUTTING_DOWN rows), admin probes, SIGTERM.
@@ -110,8 +111,12 @@ describe('workers and routes at runtime', () => {
     await connection.write('GET /slow?ms=1500 HTTP/1.1\r\nHost: x\r\nX-Request-Id: drain-1\r\n\r\n');
     const slowWorker = workers[0]!;
     await slowWorker.stdout.waitFor((line) => line === 'slow-start drain-1', 5000, 'slow request in the handler');
+    const raw = await RawWorker.connect(engine.workerUrl);
+    await raw.ofType('workerregistered');
     engine.child.kill('SIGTERM');
     await engine.stdout.waitFor((line) => line.includes('"draining"'), 5000, 'engine draining');
+    // Readiness turns 503 at once, while the slow request is still being served.
+    expect((await http(`${engine.adminUrl}/readyz`)).status).toBe(503);
     // Same connection, so it reaches the draining engine (new connections are no longer accepted).
     await connection.write('GET /echo/1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: drain-2\r\n\r\n');
 
@@ -122,6 +127,8 @@ describe('workers and routes at runtime', () => {
     const body = expectErrorEnvelope(second!, 503, 'SHUTTING_DOWN');
     expect(body.request_id).toBe('drain-2');
     expect(second!.headers.connection).toBe('close');
+    // Workers are told "going away" so the SDK reconnects to another engine.
+    expect((await raw.closed).code).toBe(1001);
     expect(await engine.exited).toEqual({ code: 0, signal: null });
   });
 });
