@@ -135,6 +135,31 @@ function header(names: string[]): string {
   return `${pad('', 6)} | ${top}\n${pad('time', 6)} | ${sub}`;
 }
 
+/** Engine counters (summed over label sets) that tell whether the churn exercised what it should. */
+const COUNTERS = [
+  'switchyard_http_requests_total',
+  'switchyard_workers_dropped_frozen_total',
+  'switchyard_worker_reconnects_total',
+  'switchyard_reconnect_grace_waits_seconds_count',
+  'switchyard_forward_errors_total',
+  'switchyard_child_restarts_total',
+];
+
+async function readCounters(adminUrl: string): Promise<Record<string, number>> {
+  const res = await request(`${adminUrl}/metrics`, { headersTimeout: 5000, bodyTimeout: 5000, reset: true });
+  const text = await res.body.text();
+  const sums: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const name = /^([a-z_]+)[{ ]/.exec(line)?.[1];
+    if (name === undefined || !COUNTERS.includes(name)) continue;
+    // Grace waits by outcome (served, expired, deadline): the other counters as one sum.
+    const outcome = /outcome="([a-z]+)"/.exec(line)?.[1];
+    const key = outcome === undefined ? name : `${name}{outcome="${outcome}"}`;
+    sums[key] = (sums[key] ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sums;
+}
+
 /** Heap snapshots of every engine process, saved under `prefix`, summarised by process name. */
 async function snapshotAll(
   targets: { name: string; pid: number }[],
@@ -211,8 +236,12 @@ async function main(): Promise<number> {
     lifeMaxMs: 20_000,
     rawShare: 0.25,
     functions: 4,
+    freezeShare: 0.2,
+    // The engine's default heartbeat drops a silent worker 5–9 s after it froze.
+    freezeMs: 10_000,
     onDeparted: (path) => {
-      // Half a second after the worker is gone, its cleanup has run: no race is allowed here.
+      // Half a second after the worker is gone the engine has seen its socket close (or its heartbeat
+      // dropped it): the answer is the reconnect grace's, or 404 once the route is gone; no race.
       const probe = new Promise((r) => setTimeout(r, DEPARTED_PROBE_DELAY_MS)).then(() => send(probePool, { label: 'departed', method: 'GET', path }, probeTally));
       probes.add(probe);
       void probe.finally(() => probes.delete(probe));
@@ -290,6 +319,11 @@ async function main(): Promise<number> {
   await churn.stop();
   await load.stop();
   await Promise.all([...probes]);
+  // Once every call has ended (frozen workers dropped, probes answered), before the engine stops.
+  const engineCounters = await readCounters(engine.adminUrl).catch((err: unknown) => {
+    sampleErrors.push(`engine metrics: ${(err as Error).message}`);
+    return {};
+  });
   await probePool.close();
   await rawMain.close();
   await stopProcess(mainWorker, 'SIGTERM', 5000);
@@ -299,12 +333,14 @@ async function main(): Promise<number> {
   // ------------------------------------------------------------------------------------------ report
   const verdict = judge(samples, WARMUP_MS);
   const tally = load.tally;
-  const unexpected = tally.unexpected + tally.transportErrors + probeTally.unexpected + probeTally.transportErrors;
+  const unexpected = tally.unexpected + tally.transportErrors;
   const loadReasons: string[] = [];
   if (tally.ok === 0) loadReasons.push('no request was answered as expected');
-  if (unexpected > (tally.requests + probeTally.requests) * MAX_UNEXPECTED_SHARE) {
+  if (unexpected > tally.requests * MAX_UNEXPECTED_SHARE) {
     loadReasons.push(`${unexpected} requests answered neither as expected nor as a churn race (over ${MAX_UNEXPECTED_SHARE * 100} %)`);
   }
+  const badProbes = probeTally.unexpected + probeTally.transportErrors;
+  if (badProbes > 0) loadReasons.push(`${badProbes} departed-route probes answered something else than the grace's 503/500 or 404`);
   if (sampleErrors.length > 0) loadReasons.push(`${sampleErrors.length} sampling errors`);
   if (engineExit.code !== 0) loadReasons.push(`the engine exited with ${JSON.stringify(engineExit)} on SIGTERM`);
   const flat = verdict.flat && loadReasons.length === 0;
@@ -317,11 +353,20 @@ async function main(): Promise<number> {
 
   const seconds = elapsed() / 1000;
   console.log(`\nRequests: ${tally.requests} in ${seconds.toFixed(0)} s (${(tally.requests / seconds).toFixed(0)}/s): ${tally.ok} as expected, ${tally.race} churn races, ${tally.unexpected} unexpected, ${tally.transportErrors} transport errors`);
-  for (const [kind, n] of [...tally.byKind].sort((a, b) => b[1] - a[1])) console.log(`  ${pad(n, 8)}  ${kind}`);
-  console.log(`Departed-route probes: ${probeTally.requests} (${probeTally.ok} as expected)`);
-  for (const [kind, n] of [...probeTally.byKind].sort((a, b) => b[1] - a[1])) console.log(`  ${pad(n, 8)}  ${kind}`);
+  const kinds = (t: typeof tally): void => {
+    for (const [kind, { count, outcome }] of [...t.byKind].sort((a, b) => b[1].count - a[1].count)) {
+      console.log(`  ${pad(count, 8)}  ${kind}${outcome === 'ok' ? '' : `  (${outcome === 'race' ? 'churn race' : outcome.toUpperCase()})`}`);
+    }
+  };
+  kinds(tally);
+  console.log(`Departed-route probes (${DEPARTED_PROBE_DELAY_MS} ms after a worker left): ${probeTally.requests}, ${probeTally.ok} as expected`);
+  kinds(probeTally);
   const c = churn.counts;
-  console.log(`Workers churned: ${c.started} started (${c.sdk} iii-sdk, ${c.raw} raw ws), ${c.ready} served, ${c.leftCleanly} left cleanly, ${c.killed} killed, ${c.failedToStart} never served`);
+  console.log(
+    `Workers churned: ${c.started} started (${c.sdk} iii-sdk, ${c.raw} raw ws), ${c.ready} served, ${c.leftCleanly} left cleanly, ` +
+      `${c.killed} killed, ${c.frozen} frozen (SIGSTOP until the heartbeat dropped them), ${c.failedToStart} never served`,
+  );
+  console.log(`Engine counters at the end: ${Object.entries(engineCounters).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log('Engine log lines (warn and above):');
   for (const [key, n] of [...logs.counts].sort((a, b) => b[1] - a[1])) console.log(`  ${pad(n, 8)}  ${key}`);
   for (const e of sampleErrors) console.log(`sampling error: ${e}`);
@@ -358,6 +403,7 @@ async function main(): Promise<number> {
     requests: { ...tally, byKind: Object.fromEntries(tally.byKind) },
     probes: { ...probeTally, byKind: Object.fromEntries(probeTally.byKind) },
     churn: c,
+    engineCounters,
     logs: Object.fromEntries(logs.counts),
     sampleErrors,
     engineExit,

@@ -8,8 +8,10 @@ import { RawWorker } from '../../test/support/raw-worker.js';
  * Worker churn for the soak: a new worker every `intervalMs` (±25 %), each registering a few functions,
  * routes and a scoped middleware under ids no other worker uses, serving for `lifeMinMs`–`lifeMaxMs`,
  * then leaving. A share of them are raw `ws` workers living inside the soak process, the rest are
- * iii-sdk worker processes (soak/workers/sdk-worker.mjs). Half leave cleanly (SIGTERM → SDK shutdown,
- * or a WebSocket close), half abruptly (SIGKILL, or the socket destroyed without a close frame).
+ * iii-sdk worker processes (soak/workers/sdk-worker.mjs). They leave cleanly (SIGTERM → SDK shutdown,
+ * or a WebSocket close), abruptly (SIGKILL, or the socket destroyed without a close frame) or, for a
+ * share of the SDK workers, frozen: SIGSTOP, so that only the engine's heartbeat can drop them, then
+ * SIGKILL once it must have (`freezeMs` later).
  */
 export const SDK_WORKER = join(ROOT, 'soak', 'workers', 'sdk-worker.mjs');
 const READY_DEADLINE_MS = 20_000;
@@ -26,6 +28,10 @@ export interface ChurnOptions {
   rawShare: number;
   /** Functions (and routes) per churned worker. */
   functions: number;
+  /** Share of SDK workers that end frozen (0–1); the rest split evenly between clean and killed. */
+  freezeShare: number;
+  /** How long a frozen worker stays stopped before it is killed (past the engine's heartbeat timeout). */
+  freezeMs: number;
   /** Called once per worker that left, with one of its routes (to probe that the route is gone). */
   onDeparted(path: string): void;
 }
@@ -38,15 +44,18 @@ export interface ChurnCounts {
   failedToStart: number;
   leftCleanly: number;
   killed: number;
+  frozen: number;
 }
+
+type Ending = 'clean' | 'abrupt' | 'frozen';
 
 interface Churned {
   key: string;
   kind: 'sdk' | 'raw';
   routes: string[];
   serving: boolean;
-  /** Leaves cleanly (SIGTERM, close frame) or abruptly (SIGKILL, socket destroyed). */
-  abrupt: boolean;
+  /** Leaves cleanly (SIGTERM, close frame), abruptly (SIGKILL, socket destroyed) or frozen (SIGSTOP). */
+  ending: Ending;
   end(): Promise<void>;
 }
 
@@ -79,7 +88,7 @@ export async function waitServed(httpUrl: string, path: string, timeoutMs = READ
 }
 
 export class Churn {
-  readonly counts: ChurnCounts = { started: 0, sdk: 0, raw: 0, ready: 0, failedToStart: 0, leftCleanly: 0, killed: 0 };
+  readonly counts: ChurnCounts = { started: 0, sdk: 0, raw: 0, ready: 0, failedToStart: 0, leftCleanly: 0, killed: 0, frozen: 0 };
   private readonly workers = new Set<Churned>();
   private readonly lifecycles = new Set<Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
@@ -123,12 +132,12 @@ export class Churn {
   private spawnOne(): void {
     const key = `w${++this.serial}x${Math.random().toString(36).slice(2, 8)}`;
     const kind = Math.random() < this.options.rawShare ? 'raw' : 'sdk';
-    const abrupt = Math.random() < 0.5;
+    const ending: Ending = kind === 'sdk' && Math.random() < this.options.freezeShare ? 'frozen' : Math.random() < 0.5 ? 'abrupt' : 'clean';
     const lifeMs = this.options.lifeMinMs + Math.random() * (this.options.lifeMaxMs - this.options.lifeMinMs);
     const routes = Array.from({ length: this.options.functions }, (_, i) => `/soak/churn/${key}/f${i}`);
     this.counts.started++;
     this.counts[kind]++;
-    const lifecycle = (kind === 'sdk' ? this.sdkLife(key, routes, lifeMs, abrupt) : this.rawLife(key, routes, lifeMs, abrupt)).catch(() => {
+    const lifecycle = (kind === 'sdk' ? this.sdkLife(key, routes, lifeMs, ending) : this.rawLife(key, routes, lifeMs, ending)).catch(() => {
       this.counts.failedToStart++;
     });
     this.lifecycles.add(lifecycle);
@@ -153,13 +162,12 @@ export class Churn {
       worker.serving = false;
       await worker.end();
       this.workers.delete(worker);
-      if (ready && worker.abrupt) this.counts.killed++;
-      else if (ready) this.counts.leftCleanly++;
+      if (ready) this.counts[worker.ending === 'clean' ? 'leftCleanly' : worker.ending === 'abrupt' ? 'killed' : 'frozen']++;
     }
     this.options.onDeparted(worker.routes[worker.routes.length - 1] as string);
   }
 
-  private async sdkLife(key: string, routes: string[], lifeMs: number, abrupt: boolean): Promise<void> {
+  private async sdkLife(key: string, routes: string[], lifeMs: number, ending: Ending): Promise<void> {
     const bornAt = Date.now();
     const p = startSdkWorker(this.options.workerUrl, { ROLE: 'churn', KEY: key, FUNCS: String(routes.length) });
     const worker: Churned = {
@@ -167,15 +175,19 @@ export class Churn {
       kind: 'sdk',
       routes,
       serving: false,
-      abrupt,
+      ending,
       end: async () => {
-        await stopProcess(p, abrupt ? 'SIGKILL' : 'SIGTERM', 5000);
+        if (ending === 'frozen' && p.child.exitCode === null && p.child.signalCode === null) {
+          p.child.kill('SIGSTOP');
+          await new Promise((r) => setTimeout(r, this.options.freezeMs));
+        }
+        await stopProcess(p, ending === 'clean' ? 'SIGTERM' : 'SIGKILL', 5000);
       },
     };
     await this.serve(worker, lifeMs, bornAt);
   }
 
-  private async rawLife(key: string, routes: string[], lifeMs: number, abrupt: boolean): Promise<void> {
+  private async rawLife(key: string, routes: string[], lifeMs: number, ending: Ending): Promise<void> {
     const bornAt = Date.now();
     const raw = await RawWorker.connect(this.options.workerUrl);
     routes.forEach((path, i) => {
@@ -188,9 +200,9 @@ export class Churn {
       kind: 'raw',
       routes,
       serving: false,
-      abrupt,
+      ending,
       end: async () => {
-        if (abrupt) raw.ws.terminate();
+        if (ending === 'abrupt') raw.ws.terminate();
         else raw.ws.close();
         await raw.closed;
       },

@@ -23,8 +23,8 @@ export interface Tally {
   race: number;
   unexpected: number;
   transportErrors: number;
-  /** `label status code` → count, e.g. `throw 500 invocation_failed`. */
-  byKind: Map<string, number>;
+  /** `label status code` → how many, and what they were, e.g. `throw 500 invocation_failed`. */
+  byKind: Map<string, { count: number; outcome: Outcome | 'transport' }>;
 }
 
 export function newTally(): Tally {
@@ -42,9 +42,9 @@ function errorCode(text: string): string | undefined {
 
 /**
  * Classifies one answer of a soak request. Churn answers other than 200 are races when they are what a
- * worker leaving around the request can cause: the route is gone (404), the call was cut or reached a
- * socket the engine had not cleaned up yet (502 WORKER_DISCONNECTED; 500 MIDDLEWARE_FAILED from the
- * worker's scoped middleware), or no worker came back within a reconnect grace period (503).
+ * worker leaving around the request can cause: the call was cut (502 WORKER_DISCONNECTED), or it
+ * waited through the reconnect grace for a worker that did not come back (503 FUNCTION_UNAVAILABLE, or
+ * 500 MIDDLEWARE_FAILED from the worker's scoped middleware), or the route was already gone (404).
  */
 export function classify(req: SoakRequest, status: number, text: string): { kind: string; outcome: Outcome } {
   const code = status >= 400 ? errorCode(text) : undefined;
@@ -74,9 +74,13 @@ export function classify(req: SoakRequest, status: number, text: string): { kind
       else if (leaving) outcome = 'race';
       break;
     case 'departed':
-      // Sent a while after its only worker left: NOT_FOUND once the route is gone, FUNCTION_UNAVAILABLE
-      // when the engine keeps the route through a reconnect grace period.
-      if ((status === 404 && code === 'NOT_FOUND') || (status === 503 && code === 'FUNCTION_UNAVAILABLE')) outcome = 'ok';
+      // Sent after its only worker left (docs/reliability.md#reconnect-grace): within the grace the
+      // call waits, then 503 FUNCTION_UNAVAILABLE, or 500 MIDDLEWARE_FAILED when the worker's own
+      // scoped middleware runs first (an unserved middleware fails the request, docs/middleware.md);
+      // NOT_FOUND once the route is gone.
+      if ((status === 404 && code === 'NOT_FOUND') || (status === 503 && code === 'FUNCTION_UNAVAILABLE') || (status === 500 && code === 'MIDDLEWARE_FAILED')) {
+        outcome = 'ok';
+      }
       break;
   }
   return { kind, outcome };
@@ -86,7 +90,9 @@ function count(tally: Tally, kind: string, outcome: Outcome | 'transport'): void
   tally.requests++;
   if (outcome === 'transport') tally.transportErrors++;
   else tally[outcome]++;
-  tally.byKind.set(kind, (tally.byKind.get(kind) ?? 0) + 1);
+  const entry = tally.byKind.get(kind);
+  if (entry === undefined) tally.byKind.set(kind, { count: 1, outcome });
+  else entry.count++;
 }
 
 /** Sends `req` on `pool` and records the answer in `tally`. Never throws. */

@@ -106,6 +106,8 @@ describe('soak answer classification', () => {
     const departed = { label: 'departed', method: 'GET', path: '/soak/churn/w1/f3' } as const;
     expect(classify(departed, 404, err('NOT_FOUND')).outcome).toBe('ok');
     expect(classify(departed, 503, err('FUNCTION_UNAVAILABLE')).outcome).toBe('ok');
+    expect(classify(departed, 500, err('MIDDLEWARE_FAILED')).outcome).toBe('ok');
     expect(classify(departed, 502, err('WORKER_DISCONNECTED')).outcome).toBe('unexpected');
+    expect(classify(departed, 500, err('invocation_failed')).outcome).toBe('unexpected');
   });
 });
