@@ -20,11 +20,11 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/cli/**', 'test/**', 'bench/**', 'chaos/**', 'examples/**', 'scripts/**'],
+    files: ['src/cli/**', 'test/**', 'bench/**', 'chaos/**', 'soak/**', 'examples/**', 'scripts/**'],
     rules: { 'no-console': 'off' },
   },
   {
-    files: ['test/**', 'bench/**'],
+    files: ['test/**', 'bench/**', 'soak/**'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

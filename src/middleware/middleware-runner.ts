@@ -68,9 +68,8 @@ export class MiddlewareRunner {
 
   /** One middleware call: undefined means `continue` (patches applied), anything else ends the phase. */
   private async callOne(functionId: string, call: MiddlewareCall, deadline: number, requestId: string): Promise<PhaseOutcome | undefined> {
-    if (!this.invoker.has(functionId)) {
-      return { kind: 'failed', functionId, reason: `middleware ${functionId} is not served by any connected worker`, timedOut: false };
-    }
+    // No `has()` shortcut: the invoker answers FUNCTION_UNAVAILABLE at once for a function nobody
+    // serves, and waits out the reconnect grace for one whose worker just left (docs/reliability.md).
     const outcome = await this.invoker.invoke(functionId, this.payload(call), { deadline, requestId });
     if (!outcome.ok) {
       const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';

@@ -30,6 +30,10 @@ export class EngineMetrics {
   private readonly frozen: Counter;
   private readonly graceWaits: Histogram<'outcome'>;
   private readonly middleware: Histogram<'phase' | 'outcome'>;
+  /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
+  private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
+  /** The table's route patterns at its last rebuild (retainRoutes); undefined until the first one. */
+  private liveRoutes: ReadonlySet<string> | undefined;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -38,6 +42,8 @@ export class EngineMetrics {
       help: 'HTTP requests answered, by route pattern, method and status',
       labelNames: ['route', 'method', 'status'],
       registers,
+      // A request that matched a route just before it left records after the rebuild: drop it here.
+      collect: () => this.dropStaleRoutes(),
     });
     this.duration = new Histogram({
       name: 'switchyard_http_request_duration_seconds',
@@ -45,6 +51,7 @@ export class EngineMetrics {
       labelNames: ['route', 'path'],
       buckets: LATENCY_BUCKETS,
       registers,
+      collect: () => this.dropStaleRoutes(),
     });
     new Gauge({ name: 'switchyard_http_requests_in_flight', help: 'Requests admitted and not yet finished', registers, collect() { this.set(sources.inFlight()); } });
     new Gauge({ name: 'switchyard_workers_connected', help: 'Worker WebSockets connected', registers, collect() { this.set(sources.connectedWorkers()); } });
@@ -86,8 +93,48 @@ export class EngineMetrics {
 
   request(route: string | undefined, method: string, status: number, seconds: number, forwarded: boolean): void {
     const routeLabel = route ?? UNMATCHED_ROUTE;
-    this.requests.inc({ route: routeLabel, method: KNOWN_METHODS.has(method) ? method : 'OTHER', status: String(status) });
-    this.duration.observe({ route: routeLabel, path: forwarded ? 'forwarded' : 'local' }, seconds);
+    const methodLabel = KNOWN_METHODS.has(method) ? method : 'OTHER';
+    const pathLabel = forwarded ? 'forwarded' : 'local';
+    this.requests.inc({ route: routeLabel, method: methodLabel, status: String(status) });
+    this.duration.observe({ route: routeLabel, path: pathLabel }, seconds);
+    if (route === undefined) return;
+    let series = this.seriesByRoute.get(route);
+    if (series === undefined) {
+      series = { statuses: new Map(), paths: new Set() };
+      this.seriesByRoute.set(route, series);
+    }
+    let statuses = series.statuses.get(methodLabel);
+    if (statuses === undefined) {
+      statuses = new Set();
+      series.statuses.set(methodLabel, statuses);
+    }
+    statuses.add(status);
+    series.paths.add(pathLabel);
+  }
+
+  /**
+   * Keeps request series only for routes in `live` (the table's route patterns), now and at every
+   * scrape until the next call. Without it, each route that ever served a request kept a counter and
+   * a histogram per label set for the life of the process: with workers that come and go under their
+   * own ids the registry grew without bound (found by the memory soak, docs/soak.md). A route that
+   * comes back starts from zero, which Prometheus reads as a counter reset.
+   */
+  retainRoutes(live: ReadonlySet<string>): void {
+    this.liveRoutes = live;
+    this.dropStaleRoutes();
+  }
+
+  private dropStaleRoutes(): void {
+    const live = this.liveRoutes;
+    if (live === undefined) return;
+    for (const [route, series] of this.seriesByRoute) {
+      if (live.has(route)) continue;
+      for (const [method, statuses] of series.statuses) {
+        for (const status of statuses) this.requests.remove({ route, method, status: String(status) });
+      }
+      for (const path of series.paths) this.duration.remove({ route, path });
+      this.seriesByRoute.delete(route);
+    }
   }
 
   tableSyncLag(seconds: number): void {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
 import { startEngine, startWorker } from '../support/processes.js';
+import { RawWorker } from '../support/raw-worker.js';
 
 /** The value of one Prometheus sample line, or undefined. */
 function sample(metrics: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -108,6 +109,28 @@ describe('operations: metrics, admin views and logs on a 2-process engine', () =
     await engine.stdout.waitFor((l) => l.includes('"forwarded call"') && l.includes(`"requestId":"${String(forwardedIds.at(-1))}"`));
     const hops = engine.stdout.json().filter((l) => l.msg === 'forwarded call').map((l) => l.requestId);
     expect(hops).toEqual(expect.arrayContaining(forwardedIds));
+  });
+
+  // After the checks that count workers: this one connects and drops a second worker.
+  it('drops the request series of a route once its worker left (no growth with route churn)', async () => {
+    const raw = await RawWorker.connect(engine.workerUrl);
+    raw.route('ops::shortLived', 'GET', '/ops/short-lived/:n');
+    raw.serve('ops::shortLived', () => ({ status_code: 200, body: { ok: true } }));
+    await waitForStatus(`${engine.httpUrl}/ops/short-lived/0`, (s) => s === 200, { headers: { connection: 'close' } });
+    // Fresh connections are dealt to both children, so both get series for the route (each one
+    // serves it once its copy of the table has the registration: until then, retry).
+    for (let i = 1; i <= 6; i++) await waitForStatus(`${engine.httpUrl}/ops/short-lived/${i}`, (s) => s === 200, { headers: { connection: 'close' } });
+    const metrics = async (): Promise<string> => (await http(`${engine.adminUrl}/metrics`)).text;
+    const before = await metrics();
+    expect(sample(before, 'switchyard_http_requests_total', { route: '/ops/short-lived/:n', method: 'GET', status: '200' })).toBe(7);
+    expect(sample(before, 'switchyard_http_request_duration_seconds_count', { route: '/ops/short-lived/:n' })).toBeGreaterThanOrEqual(1);
+
+    await raw.close();
+    await waitForStatus(`${engine.httpUrl}/ops/short-lived/9`, (s) => s === 404, { headers: { connection: 'close' } });
+    const after = await eventually(metrics, (text) => !text.includes('route="/ops/short-lived/:n"'));
+    expect(after.split('\n').filter((line) => line.includes('route="/ops/short-lived/:n"'))).toEqual([]);
+    // Routes still in the table keep their series.
+    expect(sample(after, 'switchyard_http_requests_total', { route: '/echo/:id', method: 'GET', status: '200' })).toBe(REQUESTS);
   });
 
   it('logs lifecycle lines for workers and peers', () => {

@@ -295,15 +295,17 @@ describe('MiddlewareRunner: respond', () => {
 });
 
 describe('MiddlewareRunner: failures', () => {
-  it('fails without invoking when no connected worker serves the function', async () => {
+  it('fails with the invoker\'s answer when no connected worker serves the function, and runs nothing after it', async () => {
+    // The call goes through the invoker even then: only it knows whether a departed worker is
+    // awaited (the reconnect grace waits for it) or nobody serves the function (it fails at once).
     const { outcome, invoker } = await runOne({ a: trail('a'), c: trail('c') }, ['a', 'missing', 'c']);
     expect(outcome).toStrictEqual({
       kind: 'failed',
       functionId: 'missing',
-      reason: 'middleware missing is not served by any connected worker',
+      reason: 'FUNCTION_UNAVAILABLE: no worker serves missing',
       timedOut: false,
     });
-    expect(invoker.invoked).toEqual(['a']);
+    expect(invoker.invoked).toEqual(['a', 'missing']);
   });
 
   it('fails on a worker error, with the worker code in the reason', async () => {

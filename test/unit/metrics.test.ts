@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { EngineMetrics } from '../../src/observability/metrics.js';
+
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0 };
+
+/** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
+async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
+  const text = await metrics.registry.metrics();
+  return text.split('\n').filter((line) => line.startsWith('switchyard_http_request') && line.includes(`route="${route}"`));
+}
+
+describe('EngineMetrics.retainRoutes', () => {
+  it('drops every request series of routes that left the table and keeps the others', async () => {
+    const metrics = new EngineMetrics(sources);
+    metrics.request('/gone/:id', 'GET', 200, 0.01, false);
+    metrics.request('/gone/:id', 'POST', 500, 0.02, true);
+    metrics.request('/kept', 'GET', 200, 0.01, false);
+    metrics.request(undefined, 'GET', 404, 0.001, false);
+    // Counter (2 series) + histogram (2 series × (15 buckets + +Inf + sum + count)).
+    expect(await linesFor(metrics, '/gone/:id')).toHaveLength(2 + 2 * 18);
+
+    metrics.retainRoutes(new Set(['/kept']));
+
+    expect(await linesFor(metrics, '/gone/:id')).toEqual([]);
+    expect(await linesFor(metrics, '/kept')).toHaveLength(1 + 18);
+    // Unmatched requests are one fixed label, never a table route: always kept.
+    expect(await linesFor(metrics, '(unmatched)')).toHaveLength(1 + 18);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('switchyard_http_requests_total{route="/kept",method="GET",status="200"} 1');
+  });
+
+  it('drops, at the next scrape, a series recorded for a route that already left the table', async () => {
+    const metrics = new EngineMetrics(sources);
+    metrics.request('/kept', 'GET', 200, 0.01, false);
+    metrics.retainRoutes(new Set(['/kept']));
+    // A request that matched /late on an older table view finishes after the rebuild.
+    metrics.request('/late', 'GET', 503, 0.01, true);
+    expect(await linesFor(metrics, '/late')).toEqual([]);
+    expect(await linesFor(metrics, '/kept')).toHaveLength(1 + 18);
+  });
+
+  it('keeps every series until the table first reports its routes', async () => {
+    const metrics = new EngineMetrics(sources);
+    metrics.request('/early', 'GET', 200, 0.01, false);
+    expect(await linesFor(metrics, '/early')).toHaveLength(1 + 18);
+  });
+
+  it('lets a route that comes back count again from zero', async () => {
+    const metrics = new EngineMetrics(sources);
+    metrics.request('/again', 'GET', 200, 0.01, false);
+    metrics.request('/again', 'GET', 200, 0.01, false);
+    metrics.retainRoutes(new Set());
+    metrics.retainRoutes(new Set(['/again']));
+    metrics.request('/again', 'GET', 200, 0.01, false);
+    expect(await metrics.registry.metrics()).toContain('switchyard_http_requests_total{route="/again",method="GET",status="200"} 1');
+    metrics.retainRoutes(new Set());
+    expect(await linesFor(metrics, '/again')).toEqual([]);
+  });
+});
