@@ -194,6 +194,10 @@ export class RouteTable {
       }
     }
 
+    // A departed worker's function whose every trigger was a route binding now served by a live one
+    // is not awaited: nothing should wait for it (a call still routed to it fails at once).
+    for (const id of supersededDepartedFunctions(snapshots, awaitedFunctions, byShape)) awaitedFunctions.delete(id);
+
     const routes: HttpRoute[] = [];
     for (const { trigger, ownerId } of byShape.values()) {
       const route: HttpRoute = {
@@ -219,6 +223,28 @@ export class RouteTable {
       awaitedFunctions,
     };
   }
+}
+
+/** Awaited functions all of whose departed triggers are route bindings that lost to a live binding. */
+function supersededDepartedFunctions(
+  snapshots: readonly OwnerSnapshot[],
+  awaited: ReadonlySet<string>,
+  byShape: ReadonlyMap<string, { trigger: TriggerRecord; live: boolean }>,
+): Set<string> {
+  const superseded = new Set<string>();
+  const needed = new Set<string>();
+  for (const snapshot of snapshots) {
+    for (const gone of snapshot.departed ?? []) {
+      for (const trigger of gone.triggers) {
+        if (!awaited.has(trigger.functionId)) continue;
+        const winner = trigger.type === 'http' ? byShape.get(`${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`) : undefined;
+        if (winner !== undefined && winner.live && winner.trigger !== trigger) superseded.add(trigger.functionId);
+        else needed.add(trigger.functionId);
+      }
+    }
+  }
+  for (const id of needed) superseded.delete(id);
+  return superseded;
 }
 
 /** Every trigger of every snapshot, those of departed workers last and marked. */

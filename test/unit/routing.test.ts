@@ -884,3 +884,36 @@ describe('RouteTable: departed workers (reconnect grace)', () => {
     expect(table.current().middleware.ordered.map((m) => m.ownerId)).toEqual(['p2']);
   });
 });
+
+describe('RouteTable: a departed binding that a live one took over', () => {
+  it('does not await the departed function: nothing should wait for it', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['api::v1'], [httpTrigger('v1', 'api::v1', 'GET', '/x', 1)]));
+    table.applySnapshot({
+      ...snapshot('p2', 1, [], []),
+      departed: [{ workerId: 'gone', functionIds: ['api::v2', 'api::called'], triggers: [httpTrigger('v2', 'api::v2', 'GET', '/x', 2)] }],
+    });
+    const state = table.current();
+    expect(served(state, 'GET', '/x')).toBe('api::v1');
+    // api::called had no trigger (other workers call it): still awaited.
+    expect([...state.awaitedFunctions]).toEqual(['api::called']);
+  });
+
+  it('keeps awaiting a departed function that still has a binding nobody took over', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['api::v1'], [httpTrigger('v1', 'api::v1', 'GET', '/x', 1)]));
+    table.applySnapshot({
+      ...snapshot('p2', 1, [], []),
+      departed: [
+        {
+          workerId: 'gone',
+          functionIds: ['api::v2'],
+          triggers: [httpTrigger('v2', 'api::v2', 'GET', '/x', 2), httpTrigger('v2b', 'api::v2', 'GET', '/only-v2', 2)],
+        },
+      ],
+    });
+    const state = table.current();
+    expect([...state.awaitedFunctions]).toEqual(['api::v2']);
+    expect(served(state, 'GET', '/only-v2')).toBe('api::v2');
+  });
+});
