@@ -91,6 +91,9 @@ export class Engine {
       tableVersion: () => this.table.current().version,
       inFlight: () => this.pipeline.activeRequests,
     });
+    // Request metrics keep series only for routes still in the table: every rebuild drops the others
+    // (EngineMetrics.retainRoutes), so routes that come and go do not grow the registry.
+    this.table.onChange((state) => this.metrics.retainRoutes(new Set(state.routes.map((route) => route.pattern.source))));
     let invoker: Invoker = this.localInvoker;
     if (cluster !== undefined) {
       this.peers = new PeerPool(this.table, {

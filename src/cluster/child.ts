@@ -81,10 +81,6 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
     },
   });
 
-  // Request metrics keep series only for routes still in the table: every rebuild drops the others
-  // (EngineMetrics.retainRoutes), so routes that come and go do not grow the registry.
-  engine.table.onChange((state) => engine.metrics.retainRoutes(new Set(state.routes.map((route) => route.pattern.source))));
-
   let exiting = false;
   const exit = (code: number, why: string): void => {
     if (exiting) return;
