@@ -66,12 +66,15 @@ function wireErrorOf(failure: { code: string; message: string; stacktrace?: stri
 }
 
 /**
- * Back-pressure: when this much is queued for a worker that does not read its socket, the engine
- * stops reading from it (its own frames wait in TCP) until the queue is below the low mark. So a
- * worker that floods the engine with pings but never reads the pongs cannot grow its memory.
+ * Back-pressure: when a worker does not read its socket, what the engine sends it piles up in memory.
+ * Past either mark — this many bytes queued, or this many frames sent while more than the low mark
+ * was queued (many tiny frames, e.g. the pongs of a ping flood, cost far more memory than their
+ * bytes) — the engine stops reading from that worker (its own frames wait in TCP) until the queue is
+ * below the low mark again. Large bodies to a worker that does read stay below both marks.
  */
-const OUTBOUND_HIGH_WATER_BYTES = 2 * 1024 * 1024;
+const OUTBOUND_HIGH_WATER_BYTES = 16 * 1024 * 1024;
 const OUTBOUND_LOW_WATER_BYTES = 512 * 1024;
+const MAX_SENDS_WHILE_BACKLOGGED = 20_000;
 const BACKPRESSURE_POLL_MS = 10;
 /** Malformed frames: the first few per connection and interval are warnings, the rest debug. */
 const MALFORMED_WARN_INTERVAL_MS = 10_000;
@@ -98,6 +101,8 @@ export class WorkerConnection {
   private silentTicks = 0;
   /** Reads paused because the worker does not read what we send (back-pressure). */
   private readsPaused = false;
+  /** Frames sent since the queue towards the worker was last below the low mark. */
+  private sendsWhileBacklogged = 0;
   private malformedWindow = { startedMs: 0, count: 0, held: 0 };
   private readonly logger: Logger;
 
@@ -135,7 +140,12 @@ export class WorkerConnection {
   send(frame: string): boolean {
     if (!this.isOpen) return false;
     this.socket.send(frame);
-    if (this.socket.bufferedAmount > OUTBOUND_HIGH_WATER_BYTES && !this.readsPaused) this.pauseReads();
+    const queued = this.socket.bufferedAmount;
+    if (queued < OUTBOUND_LOW_WATER_BYTES) {
+      this.sendsWhileBacklogged = 0;
+    } else if ((++this.sendsWhileBacklogged > MAX_SENDS_WHILE_BACKLOGGED || queued > OUTBOUND_HIGH_WATER_BYTES) && !this.readsPaused) {
+      this.pauseReads();
+    }
     return true;
   }
 
@@ -150,6 +160,7 @@ export class WorkerConnection {
         return;
       }
       this.readsPaused = false;
+      this.sendsWhileBacklogged = 0;
       this.socket.resume();
       this.logger.info('worker caught up: reading from it again');
     };
