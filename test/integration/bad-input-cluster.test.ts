@@ -35,29 +35,11 @@ import { startEngine } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
 import type { RedisServer } from '../support/redis.js';
 import { freePort, startRedisServer } from '../support/redis.js';
+import { awaitLogLines, logLines, waitUntil } from '../support/logs.js';
 
 const SECRET = 'cluster-secret';
 const HEARTBEAT_MS = 200;
 const LEASE_MS = 1000;
-
-/** Polls `predicate` every 20 ms until it holds; fails after `timeoutMs`. */
-async function waitUntil(predicate: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-function logLines(engine: EngineHandle, test: (line: Record<string, unknown>) => boolean): Record<string, unknown>[] {
-  return engine.stdout.json().filter(test);
-}
-
-/** Log lines travel on a pipe: wait until `count` lines pass `test`, then return them all. */
-async function awaitLogLines(engine: EngineHandle, test: (line: Record<string, unknown>) => boolean, count: number): Promise<Record<string, unknown>[]> {
-  await waitUntil(() => logLines(engine, test).length >= count, 5000, `${count} matching log lines`);
-  return logLines(engine, test);
-}
 
 interface ChildStatus {
   pid: number;
@@ -368,7 +350,10 @@ describe('bad input on the cluster side', () => {
         expect(refused.filter((l) => l.level === 40)).toHaveLength(1);
       }
       await publisher.del(...ours);
-      await waitUntil(async () => (await http(`${nodeB.adminUrl}/readyz`)).status === 200, 5000, 'B ready again');
+      // Both nodes reloaded (their pub/sub links were killed): each is ready again once its bus is in sync.
+      for (const node of [nodeA, nodeB]) {
+        await waitUntil(async () => (await http(`${node.adminUrl}/readyz`)).status === 200, 5000, 'node ready again');
+      }
       await expectClusterServing();
       for (const node of [nodeA, nodeB]) expectErrorEnvelope(await http(`${node.httpUrl}/evil`), 404, 'NOT_FOUND');
     });

@@ -29,38 +29,16 @@ import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
 import { spawnManaged, startEngine } from '../support/processes.js';
 import { RawWorker, UUID_V4 } from '../support/raw-worker.js';
+import { awaitLogLines, logLines, waitUntil } from '../support/logs.js';
 
 const MAX_FRAME_BYTES = 64 * 1024;
 const UNAUTHORIZED_REASON = 'unauthorized: missing or invalid worker token';
-
-/** Polls `predicate` every 10 ms until it holds; fails after `timeoutMs`. */
-async function waitUntil(predicate: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Resident memory of a process, in MiB. */
 function rssMiB(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (match === null) throw new Error(`no VmRSS for ${pid}`);
   return Number(match[1]) / 1024;
-}
-
-/** The engine's log lines (JSON) that pass `test`. */
-function logLines(engine: EngineHandle, test: (line: Record<string, unknown>) => boolean): Record<string, unknown>[] {
-  return engine.stdout.json().filter(test);
-}
-
-/**
- * The engine's log lines that pass `test`, once there are `count` of them: log lines travel on a pipe,
- * so they may reach the test after an HTTP answer or a frame sent later.
- */
-async function awaitLogLines(engine: EngineHandle, test: (line: Record<string, unknown>) => boolean, count: number): Promise<Record<string, unknown>[]> {
-  await waitUntil(() => logLines(engine, test).length >= count, 5000, `${count} matching log lines`);
-  return logLines(engine, test);
 }
 
 interface ServerFrame {
@@ -294,7 +272,6 @@ describe('bad input from workers', () => {
       const { pongs } = JSON.parse(p.stdout.lines.find((l) => l.includes('pongs')) ?? '{}') as { pongs: number };
       return { workerId, pongs, latenciesMs };
     }
-
 
     it('answers 50,000 pings sent in one burst while HTTP stays responsive and memory bounded', async () => {
       const rssBefore = rssMiB(childPid);
