@@ -11,6 +11,12 @@ import { WebSocketServer } from 'ws';
 const WORKER_SCRIPTS = { raw: '../workers/raw-worker.mjs', sdk: '../workers/sdk-worker.mjs' };
 const ROUTES = 'GET /bench/hello,POST /bench/echo';
 const fnOf = (method) => (method === 'POST' ? 'bench::f1' : 'bench::f0');
+/**
+ * MIDDLEWARE=1: the worker also serves three middleware (bench/workers/raw-worker.mjs), and every
+ * request makes the round trips three middleware need: onRequest, preHandler, the handler,
+ * postHandler, one after the other — the least any engine must do for them.
+ */
+const MIDDLEWARE = process.env.MIDDLEWARE === '1';
 
 /**
  * Listens for one worker on a port of this process alone (exclusive: inside a node:cluster child a
@@ -40,7 +46,7 @@ export async function startWorker() {
       done?.(m, text);
     } else if (m.type === 'ping') {
       ws.send('{"type":"pong"}');
-    } else if (m.type === 'registertrigger' && ++triggers === 2) {
+    } else if (m.type === 'registertrigger' && ++triggers === (MIDDLEWARE ? 5 : 2)) {
       registered();
     }
   });
@@ -62,15 +68,30 @@ export function handler(invoke) {
     req.on('end', () => {
       const text = chunks.length === 0 ? '' : Buffer.concat(chunks).toString();
       const request = { path: req.url, method: req.method, headers: req.headers, query_params: {}, body: text === '' ? null : JSON.parse(text) };
-      invoke(fnOf(req.method), JSON.stringify(request), (m) => {
-        const { status_code: status, headers, body } = m.result;
+      const reply = (result) => {
+        const { status_code: status, headers, body } = result;
         const json = JSON.stringify(body);
         res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(json) });
         res.end(json);
-      });
+      };
+      if (!MIDDLEWARE) {
+        invoke(fnOf(req.method), JSON.stringify(request), (m) => reply(m.result));
+        return;
+      }
+      const middleware = (i, extra, next) =>
+        invoke(`bench::mw${i}`, `{"phase":"${PHASES[i]}","request":${JSON.stringify(request)},"context":{}${extra}}`, (m) => {
+          if (m.result?.action === 'continue') next();
+          else reply({ status_code: 500, headers: {}, body: null });
+        });
+      middleware(0, '', () =>
+        middleware(1, '', () =>
+          invoke(fnOf(req.method), JSON.stringify(request), (m) => middleware(2, `,"response":${JSON.stringify(m.result)}`, () => reply(m.result))),
+        ),
+      );
     });
   };
 }
+const PHASES = ['onRequest', 'preHandler', 'postHandler'];
 
 /**
  * A frame stream on a socket: `u32 length | u32 id | UTF-8 text`, any number in flight, matched by

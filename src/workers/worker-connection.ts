@@ -104,12 +104,16 @@ export class WorkerConnection {
   /** Frames sent since the queue towards the worker was last below the low mark. */
   private sendsWhileBacklogged = 0;
   private malformedWindow = { startedMs: 0, count: 0, held: 0 };
+  /** The transport is corked until the loop's check phase: frames sent meanwhile share one write. */
+  private corked = false;
   private readonly logger: Logger;
 
   constructor(
     private readonly socket: WebSocket,
     private readonly deps: WorkerConnectionDeps,
     readonly remoteAddress: string,
+    /** The socket under the WebSocket, when the caller has it: sends are batched on it. */
+    private readonly transport?: { cork(): void; uncork(): void },
   ) {
     this.logger = deps.logger.child({ workerId: this.id });
   }
@@ -139,6 +143,13 @@ export class WorkerConnection {
   /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */
   send(frame: string): boolean {
     if (!this.isOpen) return false;
+    if (!this.corked && this.transport !== undefined) {
+      // Under load many requests invoke on one worker in the same turn of the event loop; one write
+      // per frame made the write syscalls the engine's largest cost (docs/performance.md).
+      this.corked = true;
+      this.transport.cork();
+      setImmediate(this.uncork);
+    }
     this.socket.send(frame);
     const queued = this.socket.bufferedAmount;
     if (queued < OUTBOUND_LOW_WATER_BYTES) {
@@ -148,6 +159,11 @@ export class WorkerConnection {
     }
     return true;
   }
+
+  private readonly uncork = (): void => {
+    this.corked = false;
+    this.transport?.uncork();
+  };
 
   private pauseReads(): void {
     this.readsPaused = true;

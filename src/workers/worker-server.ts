@@ -105,7 +105,7 @@ export class WorkerServer {
         ws.close(CLOSE_UNAUTHORIZED, 'unauthorized: missing or invalid worker token');
         return;
       }
-      new WorkerConnection(ws, this.deps, remoteAddress).start();
+      new WorkerConnection(ws, this.deps, remoteAddress, socket).start();
     });
   }
 

@@ -154,6 +154,8 @@ export interface EngineOptions {
   modules?: { class: string; config?: Record<string, unknown> }[];
   env?: NodeJS.ProcessEnv;
   logLevel?: string;
+  /** Node flags for the engine (children inherit them), e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
 }
 
 /** Starts `switchyard --config <tmp>` on ephemeral loopback ports; resolves when /readyz answers 200. */
@@ -173,7 +175,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
   await writeFile(configPath, JSON.stringify(config));
   const p = spawnManaged(
     process.execPath,
-    [ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
+    [...(options.nodeArgs ?? []), ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
     { ...process.env, ...options.env },
     ROOT,
     true,

@@ -1,0 +1,85 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import type { Invoker } from '../../src/invocation/invoker.js';
+import { WorkerConnection } from '../../src/workers/worker-connection.js';
+import type { WorkerHub } from '../../src/workers/worker-hub.js';
+
+/** A real ws pair over loopback; the engine side's TCP socket is wrapped to count cork/uncork. */
+async function connectedPair(): Promise<{ connection: WorkerConnection; client: WebSocket; socket: Socket; corks: () => number; server: Server }> {
+  const server = createServer();
+  const wss = new WebSocketServer({ noServer: true });
+  let corks = 0;
+  const accepted = new Promise<{ ws: WebSocket; socket: Socket }>((resolve) => {
+    server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => resolve({ ws, socket: socket as Socket })));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const client = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  const { ws, socket } = await accepted;
+  await once(client, 'open');
+  const transport = {
+    cork: () => {
+      corks++;
+      socket.cork();
+    },
+    uncork: () => socket.uncork(),
+  };
+  const hub = { add: () => undefined, remove: () => undefined } as unknown as WorkerHub;
+  const deps = { hub, invoker: {} as Invoker, logger: pino({ level: 'silent' }), ignoreTrailingSlash: false, workerCallTimeoutMs: 1000 };
+  const connection = new WorkerConnection(ws, deps, '127.0.0.1', transport);
+  return { connection, client, socket, corks: () => corks, server };
+}
+
+const opened: { client: WebSocket; server: Server }[] = [];
+afterEach(async () => {
+  for (const { client, server } of opened.splice(0)) {
+    client.terminate();
+    server.close();
+    server.closeAllConnections();
+  }
+});
+
+describe('WorkerConnection sends', () => {
+  it('batches the frames of one loop turn into one corked write, and uncorks after it', async () => {
+    const pair = await connectedPair();
+    opened.push(pair);
+    const received: string[] = [];
+    const allFive = new Promise<void>((resolve) =>
+      pair.client.on('message', (data: Buffer) => {
+        received.push(data.toString());
+        if (received.length === 5) resolve();
+      }),
+    );
+    for (let i = 0; i < 5; i++) pair.connection.fire(`fn::${i}`, { i });
+    // Corked once for the five, and nothing has left yet: the write waits for the check phase.
+    expect(pair.corks()).toBe(1);
+    expect(pair.socket.writableCorked).toBe(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(pair.socket.writableCorked).toBe(0);
+    await allFive;
+    expect(received.map((text) => (JSON.parse(text) as { function_id: string }).function_id)).toEqual([0, 1, 2, 3, 4].map((i) => `fn::${i}`));
+
+    // A later turn corks again.
+    pair.connection.fire('fn::later', {});
+    expect(pair.corks()).toBe(2);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(pair.socket.writableCorked).toBe(0);
+  });
+
+  it('delivers a frame sent just before a close', async () => {
+    const pair = await connectedPair();
+    opened.push(pair);
+    const messages: string[] = [];
+    pair.client.on('message', (data: Buffer) => messages.push(data.toString()));
+    const closed = once(pair.client, 'close');
+    pair.connection.fire('fn::last', {});
+    pair.connection.close(1001, 'going away');
+    const [code] = (await closed) as [number];
+    expect(code).toBe(1001);
+    expect(messages).toHaveLength(1);
+  });
+});
