@@ -35,7 +35,7 @@ async function connectedPair(): Promise<{ connection: WorkerConnection; client: 
 }
 
 const opened: { client: WebSocket; server: Server }[] = [];
-afterEach(async () => {
+afterEach(() => {
   for (const { client, server } of opened.splice(0)) {
     client.terminate();
     server.close();
