@@ -16,22 +16,51 @@ export interface ApiRequest {
 }
 
 /**
- * The request as the worker's JSON, with the body's own JSON text spliced in instead of serialising
- * the parsed body again (docs/performance.md): one JSON pass less per request, most of the cost for
- * large bodies. Only for a body nothing changed since it was parsed. The worker parses the same
- * values (key order in the request object differs: `body` comes last).
+ * JSON request bodies are kept as their own text (already parsed once to validate it, then dropped)
+ * until something reads or replaces `body`: the common path splices the text into the worker frame
+ * and never holds a parsed copy (docs/performance.md: a parsed 64 KiB body outlived young-generation
+ * GC for the whole request and drove a child's RSS past 150 MB). Reading `body` parses the text once
+ * and from then on the parsed value is the body, patches included.
  */
-export function apiRequestWithBodyJson(request: ApiRequest, bodyJson: string): RawJson {
-  const body = request.body;
-  request.body = undefined; // omitted by JSON.stringify
-  let json: string;
-  try {
-    json = JSON.stringify(request);
-  } finally {
-    request.body = body;
-  }
-  return new RawJson(`${json.slice(0, -1)},"body":${bodyJson}}`);
+const untouchedBodies = new WeakMap<ApiRequest, string>();
+
+/** Gives `request` a body that stays JSON text until it is read or assigned. */
+export function deferJsonBody(request: ApiRequest, json: string): void {
+  let value: unknown;
+  untouchedBodies.set(request, json);
+  Object.defineProperty(request, 'body', {
+    enumerable: true,
+    configurable: true,
+    get(): unknown {
+      const text = untouchedBodies.get(request);
+      if (text !== undefined) {
+        value = JSON.parse(text);
+        untouchedBodies.delete(request);
+      }
+      return value;
+    },
+    set(next: unknown): void {
+      untouchedBodies.delete(request);
+      value = next;
+    },
+  });
 }
+
+/**
+ * The request as the worker's JSON: an untouched body's own text is spliced in (one JSON pass less
+ * per request, most of the cost for large bodies). The worker parses the same values; `body` comes
+ * last. The other fields are fixed: middleware may patch only the ApiRequest's own keys.
+ */
+export function apiRequestJson(request: ApiRequest): string {
+  const bodyJson = untouchedBodies.get(request);
+  if (bodyJson === undefined) return JSON.stringify(request);
+  const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = request;
+  const json = JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip });
+  return `${json.slice(0, -1)},"body":${bodyJson}}`;
+}
+
+/** The request as invocation data: JSON text, so an untouched body is never parsed again. */
+export const apiRequestData = (request: ApiRequest): RawJson => new RawJson(apiRequestJson(request));
 
 /** Header names are lower-case (Node gives them so); repeated headers are joined with ", ". */
 export function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {

@@ -60,8 +60,11 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
   });
 }
 
-/** `json`: the body's own JSON text when it was JSON (valid, checked), so it can be sent on as is. */
-export type BodyDecodeResult = { ok: true; body: unknown; json?: string } | { ok: false; code: 'INVALID_JSON'; message?: string };
+/**
+ * A JSON body comes back as its own text (`json`: valid and depth-checked, the parse result dropped),
+ * so it can be sent on as is and parsed again only if something reads it (deferJsonBody).
+ */
+export type BodyDecodeResult = { ok: true; body: unknown } | { ok: true; json: string } | { ok: false; code: 'INVALID_JSON'; message?: string };
 
 /**
  * JSON bodies nested deeper than this are refused (400 INVALID_JSON). JSON.parse does not recurse,
@@ -111,16 +114,15 @@ export function decodeBody(bytes: Buffer, contentType: string | undefined): Body
   const type = mediaType(contentType);
   if (type === 'application/json' || type.endsWith('+json')) {
     const text = bytes.toString('utf8');
-    let body: unknown;
     try {
-      body = JSON.parse(text);
+      JSON.parse(text);
     } catch {
       return { ok: false, code: 'INVALID_JSON' };
     }
     if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
       return { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
     }
-    return { ok: true, body, json: text };
+    return { ok: true, json: text };
   }
   if (type === 'application/x-www-form-urlencoded') {
     return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };

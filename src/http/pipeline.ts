@@ -8,7 +8,7 @@ import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runn
 import { MiddlewareRunner } from '../middleware/middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
 import type { ApiRequest } from './api-request.js';
-import { apiRequestWithBodyJson, clientIp, flattenHeaders } from './api-request.js';
+import { apiRequestData, clientIp, deferJsonBody, flattenHeaders } from './api-request.js';
 import { decodeBody, readBody, searchParamsToObject } from './body.js';
 import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
@@ -171,13 +171,14 @@ export class HttpPipeline {
       method,
       path_params: emptyParams(),
       query_params: q === -1 ? emptyParams() : searchParamsToObject(new URLSearchParams(url.slice(q + 1))),
-      body: decoded.body,
+      body: 'json' in decoded ? undefined : decoded.body,
       headers,
       trigger: { type: 'http', path, method },
       context: {},
       request_id: requestId,
       ip: clientIp(req, this.config.trustProxy),
     };
+    if ('json' in decoded) deferJsonBody(apiRequest, decoded.json);
     state.apiRequest = apiRequest;
     const routing = this.deps.table.current();
     state.routing = routing;
@@ -211,12 +212,7 @@ export class HttpPipeline {
       }
     }
 
-    // Without request-phase middleware the body is as parsed: its own JSON text goes to the worker.
-    const handlerData =
-      decoded.json !== undefined && onRequestIds.length === 0 && preIds.length === 0
-        ? apiRequestWithBodyJson(apiRequest, decoded.json)
-        : apiRequest;
-    const outcome = await this.deps.invoker.invoke(route.functionId, handlerData, {
+    const outcome = await this.deps.invoker.invoke(route.functionId, apiRequestData(apiRequest), {
       deadline: state.deadline,
       requestId,
       trace: state.trace,
@@ -330,7 +326,7 @@ export class HttpPipeline {
   }
 
   private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState): Promise<InvocationOutcome> {
-    return this.deps.invoker.invoke(functionId, apiRequest, { deadline: state.deadline, requestId: state.requestId });
+    return this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { deadline: state.deadline, requestId: state.requestId });
   }
 
   private async notFound(state: RequestState, apiRequest: ApiRequest): Promise<void> {

@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { MiddlewarePhase } from '../config/types.js';
 import type { ApiRequest } from '../http/api-request.js';
+import { apiRequestJson } from '../http/api-request.js';
+import { RawJson } from '../invocation/raw-json.js';
 import type { Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
@@ -83,12 +85,17 @@ export class MiddlewareRunner {
     return problem === undefined ? undefined : { kind: 'failed', functionId, reason: problem, timedOut: false };
   }
 
-  private payload(call: MiddlewareCall): Record<string, unknown> {
-    const payload: Record<string, unknown> = { phase: call.phase, request: call.request, context: call.request.context };
-    if (call.matchedRoute !== undefined) payload.matched_route = call.matchedRoute;
-    if (call.response !== undefined) payload.response = call.response;
-    if (call.error !== undefined) payload.error = call.error;
-    return payload;
+  /** The MiddlewareRequest as JSON text: the request's untouched body is spliced in, never re-parsed. */
+  private payload(call: MiddlewareCall): RawJson {
+    const rest: Record<string, unknown> = {};
+    if (call.matchedRoute !== undefined) rest.matched_route = call.matchedRoute;
+    if (call.response !== undefined) rest.response = call.response;
+    if (call.error !== undefined) rest.error = call.error;
+    const extra = JSON.stringify(rest);
+    return new RawJson(
+      `{"phase":${JSON.stringify(call.phase)},"request":${apiRequestJson(call.request)},"context":${JSON.stringify(call.request.context)}` +
+        (extra === '{}' ? '}' : `,${extra.slice(1)}`),
+    );
   }
 
   /** Returns a reason when the patch is unusable; the request is then failed, never half-trusted. */

@@ -2,7 +2,8 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ApiRequest } from '../../src/http/api-request.js';
-import { apiRequestWithBodyJson, clientIp, flattenHeaders } from '../../src/http/api-request.js';
+import { apiRequestData, apiRequestJson, clientIp, deferJsonBody, flattenHeaders } from '../../src/http/api-request.js';
+import { deepMerge } from '../../src/middleware/merge.js';
 
 function fakeRequest(headers: IncomingHttpHeaders, remoteAddress: string | undefined): IncomingMessage {
   return { headers, socket: { remoteAddress } } as unknown as IncomingMessage;
@@ -66,29 +67,32 @@ describe('clientIp', () => {
   });
 });
 
-describe('apiRequestWithBodyJson', () => {
+describe('deferred JSON bodies', () => {
   const request = (body: unknown): ApiRequest => ({
     path: '/p',
     method: 'POST',
     path_params: { id: '1' },
-    query_params: {},
+    query_params: { q: 'x' },
     body,
     headers: { 'content-type': 'application/json' },
     trigger: { type: 'http', path: '/p', method: 'POST' },
-    context: {},
+    context: { user: 'u' },
     request_id: 'r',
     ip: '127.0.0.1',
   });
+  const deferred = (text: string): ApiRequest => {
+    const req = request(undefined);
+    deferJsonBody(req, text);
+    return req;
+  };
 
-  it('gives the worker the same values as serialising the whole request, and leaves the request as it was', () => {
+  it('gives the worker the same values as serialising the request with the parsed body', () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.constantFrom('', ' ', '\n  '), (value, pad) => {
         const text = `${pad}${JSON.stringify(value)}${pad}`;
-        const parsed: unknown = JSON.parse(text);
-        const req = request(parsed);
-        const spliced = apiRequestWithBodyJson(req, text);
-        expect(JSON.parse(spliced.json)).toStrictEqual(JSON.parse(JSON.stringify(req)));
-        expect(req.body).toBe(parsed);
+        const expected: unknown = JSON.parse(JSON.stringify(request(JSON.parse(text))));
+        expect(JSON.parse(apiRequestJson(deferred(text)))).toStrictEqual(expected);
+        expect(JSON.parse(apiRequestData(deferred(text)).json)).toStrictEqual(expected);
       }),
       { numRuns: 300 },
     );
@@ -96,8 +100,31 @@ describe('apiRequestWithBodyJson', () => {
 
   it('keeps the body text as sent: a __proto__ key and numbers JSON cannot re-serialise survive', () => {
     const text = '{"__proto__":{"x":1},"big":1e400}';
-    const spliced = JSON.parse(apiRequestWithBodyJson(request(JSON.parse(text)), text).json) as { body: Record<string, unknown> };
-    expect(Object.keys(spliced.body)).toEqual(['__proto__', 'big']);
-    expect(spliced.body.big).toBe(Infinity);
+    const sent = JSON.parse(apiRequestJson(deferred(text))) as { body: Record<string, unknown> };
+    expect(Object.keys(sent.body)).toEqual(['__proto__', 'big']);
+    expect(sent.body.big).toBe(Infinity);
+  });
+
+  it('parses the text once when the body is read; from then on the parsed value is the body', () => {
+    const req = deferred('{"a":{"b":1},"n":2}');
+    const body = req.body as Record<string, unknown>;
+    expect(body).toStrictEqual({ a: { b: 1 }, n: 2 });
+    expect(req.body).toBe(body);
+    body.n = 3;
+    expect(JSON.parse(apiRequestJson(req))).toMatchObject({ body: { a: { b: 1 }, n: 3 } });
+  });
+
+  it('a middleware patch of the body merges into the parsed body, and is what the worker gets', () => {
+    const req = deferred('{"a":{"b":1},"keep":true}');
+    deepMerge(req as unknown as Record<string, unknown>, { body: { a: { c: 2 } } });
+    expect(JSON.parse(apiRequestJson(req))).toMatchObject({ body: { a: { b: 1, c: 2 }, keep: true } });
+    const replaced = deferred('{"a":1}');
+    replaced.body = [1, 2];
+    expect((JSON.parse(apiRequestJson(replaced)) as { body: unknown }).body).toStrictEqual([1, 2]);
+  });
+
+  it('serialises a request that never had a deferred body as it is', () => {
+    const req = request({ form: 'field' });
+    expect(apiRequestJson(req)).toBe(JSON.stringify(req));
   });
 });

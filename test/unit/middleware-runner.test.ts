@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ApiRequest } from '../../src/http/api-request.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../../src/invocation/invoker.js';
 import { engineFailure } from '../../src/invocation/invoker.js';
+import { toJson } from '../../src/invocation/raw-json.js';
 import type { MiddlewareCall } from '../../src/middleware/middleware-runner.js';
 import { MiddlewareRunner } from '../../src/middleware/middleware-runner.js';
 
@@ -19,7 +20,7 @@ class FakeInvoker implements Invoker {
 
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
     // JSON round trip: the live request is mutated later, and a worker only ever sees JSON.
-    const wire = JSON.parse(JSON.stringify(data));
+    const wire = JSON.parse(toJson(data));
     this.calls.push({ functionId, data: wire, options });
     const behaviour = this.functions[functionId];
     if (behaviour === undefined) return Promise.resolve(engineFailure('FUNCTION_UNAVAILABLE', `no worker serves ${functionId}`));
