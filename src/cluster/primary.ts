@@ -116,6 +116,7 @@ export class Primary {
 
   async start(): Promise<void> {
     this.adminPort = await this.admin.start();
+    cluster.setupPrimary({ execArgv: [...process.execArgv, ...this.options.config.cluster.childNodeArgs] });
     for (let index = 0; index < this.options.config.cluster.processes; index++) {
       const slot: Slot = { index, worker: undefined, channel: undefined, status: undefined, startedAt: 0, crashes: 0, restartTimer: undefined };
       this.slots.push(slot);

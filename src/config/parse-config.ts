@@ -207,6 +207,7 @@ function toClusterConfig(cluster: ClusterModuleInput): ClusterConfig {
     ...nonEmpty('secret', cluster.secret),
     heartbeatMs: cluster.heartbeat_ms,
     leaseMs: cluster.lease_ms,
+    childNodeArgs: cluster.child_node_args,
   };
 }
 

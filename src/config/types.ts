@@ -58,6 +58,8 @@ export interface ClusterConfig {
   secret?: string;
   heartbeatMs: number;
   leaseMs: number;
+  /** Node.js/V8 flags for the children, after the primary's own execArgv. */
+  childNodeArgs: readonly string[];
 }
 
 export interface EngineConfig {

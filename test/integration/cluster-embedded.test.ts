@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
@@ -88,6 +89,14 @@ describe('embedded cluster: processes: 2', () => {
     const body = res.json();
     expect(body.children).toHaveLength(2);
     expect(body.children.every((c: { ready: boolean }) => c.ready)).toBe(true);
+  });
+
+  it('starts the children with cluster.child_node_args (default: the V8 heap sizing)', async () => {
+    const body = (await http(`${engine.adminUrl}/readyz`)).json();
+    for (const child of body.children as { pid: number }[]) {
+      const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
+      expect(argv).toEqual(expect.arrayContaining(['--max-semi-space-size=8', '--heap-growing-percent=100']));
+    }
   });
 
   it('restarts a crashed child while the child owning the worker keeps serving', async () => {

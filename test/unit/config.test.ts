@@ -54,7 +54,13 @@ const DEFAULTS: EngineConfig = {
     heartbeatIntervalMs: 2000,
     heartbeatTimeoutMs: 5000,
   },
-  cluster: { processes: availableParallelism(), name: 'switchyard', heartbeatMs: 1000, leaseMs: 5000 },
+  cluster: {
+    processes: availableParallelism(),
+    name: 'switchyard',
+    heartbeatMs: 1000,
+    leaseMs: 5000,
+    childNodeArgs: ['--max-semi-space-size=8', '--heap-growing-percent=100'],
+  },
   skippedModules: [],
 };
 
@@ -65,7 +71,7 @@ describe('defaults', () => {
     expect(Object.keys(config.api)).not.toContain('cors');
     expect(Object.keys(config.api)).not.toContain('notFoundFunction');
     expect(Object.keys(config.workers)).not.toContain('authToken');
-    expect(Object.keys(config.cluster)).toEqual(['processes', 'name', 'heartbeatMs', 'leaseMs']);
+    expect(Object.keys(config.cluster)).toEqual(['processes', 'name', 'heartbeatMs', 'leaseMs', 'childNodeArgs']);
   });
 
   it('an empty object, empty module list and null module config all give the defaults', () => {
@@ -243,6 +249,7 @@ describe('other modules', () => {
         secret: 'shared',
         heartbeat_ms: 250,
         lease_ms: 251,
+        child_node_args: ['--max-old-space-size=512'],
       }),
     );
     expect(config.cluster).toStrictEqual({
@@ -254,7 +261,9 @@ describe('other modules', () => {
       secret: 'shared',
       heartbeatMs: 250,
       leaseMs: 251,
+      childNodeArgs: ['--max-old-space-size=512'],
     });
+    expect(parseConfig(withModule(CLUSTER, { child_node_args: [] })).cluster.childNodeArgs).toEqual([]);
     expect(parseConfig(withModule(CLUSTER, { node_id: '', secret: '' })).cluster).toStrictEqual(DEFAULTS.cluster);
   });
 
@@ -269,6 +278,7 @@ describe('other modules', () => {
     ['zero heartbeat', CLUSTER, { heartbeat_ms: 0 }, 'heartbeat_ms', 'must be at least 1'],
     ['lease equal to heartbeat', CLUSTER, { heartbeat_ms: 1000, lease_ms: 1000 }, 'lease_ms', 'must be greater than heartbeat_ms'],
     ['lease below default heartbeat', CLUSTER, { lease_ms: 500 }, 'lease_ms', 'must be greater than heartbeat_ms'],
+    ['child node arg', CLUSTER, { child_node_args: ['--inspect', 'index.js'] }, 'child_node_args[1]', 'must be one Node.js or V8 flag, such as --max-semi-space-size=8'],
   ];
 
   it.each(invalid)('reports an invalid %s with its path', (_name, moduleClass, config, key, message) => {
