@@ -347,8 +347,12 @@ function spawnWorker(engine: EngineHandle, spec: WorkerSpec): ManagedProcess {
  * deals their sockets round-robin, so with `onePerChild` each child gets one; checked, and redone if
  * not). Resolves once /bench/hello answers 200 on every child.
  */
+/** BENCH_CHILD_NODE_ARGS='["--flag"]' overrides cluster.child_node_args (compare heap settings). */
+const childNodeArgs: { child_node_args?: string[] } =
+  process.env.BENCH_CHILD_NODE_ARGS === undefined ? {} : { child_node_args: JSON.parse(process.env.BENCH_CHILD_NODE_ARGS) as string[] };
+
 async function startSwitchyard(processes: number, workers: WorkerSpec[], onePerChild = false): Promise<Engine> {
-  const engine = await startEngine({ cluster: { processes }, logLevel: 'warn', env: { SWITCHYARD_SERVED_BY_HEADER: '1' } });
+  const engine = await startEngine({ cluster: { processes, ...childNodeArgs }, logLevel: 'warn', env: { SWITCHYARD_SERVED_BY_HEADER: '1' } });
   const running: ManagedProcess[] = [];
   const stop = async (): Promise<void> => {
     await Promise.all(running.map((w) => stopProcess(w, 'SIGTERM', 3000)));
@@ -866,7 +870,13 @@ async function scaleWorkers(): Promise<ScaleRow[]> {
     const pids = sy.children.map((c) => c.pid);
     const short = { durationMs: smoke ? DURATION_MS : 3000, warmupMs: WARMUP_MS };
     const rssBeforeLoad = Math.max(...(await Promise.all(pids.map(rssMb))));
-    const before = await runLoad(loadOptions(sy.engine.httpUrl, HELLO, short));
+    // Three short runs each side, medians compared: one 3 s run's p99 swung ×1–×2 between identical runs.
+    const loadRuns = async (): Promise<{ rps: number; p99Ms: number; errors: number }> => {
+      const runs: LoadResult[] = [];
+      for (let i = 0; i < (smoke ? 1 : 3); i++) runs.push(await runLoad(loadOptions(sy.engine.httpUrl, HELLO, short)));
+      return { rps: median(runs.map((r) => r.rps)), p99Ms: median(runs.map((r) => r.p99Ms)), errors: runs.reduce((n, r) => n + r.errors, 0) };
+    };
+    const before = await loadRuns();
     const started = performance.now();
     many = spawnManaged(process.execPath, [join(WORKERS_DIR, 'many-workers.mjs')], { ...process.env, III_URL: sy.engine.workerUrl, COUNT: String(SCALE_WORKERS) });
     await many.stdout.waitFor((l) => l.startsWith('registered '), 120_000, 'many workers registered');
@@ -889,7 +899,7 @@ async function scaleWorkers(): Promise<ScaleRow[]> {
     const status = await readyz(sy.engine);
     const rssIdle = Math.max(...(await Promise.all(pids.map(rssMb))));
     const rss = sampleRss(pids);
-    const during = await runLoad(loadOptions(sy.engine.httpUrl, HELLO, short));
+    const during = await loadRuns();
     const rssLoad = await rss.stop();
     const p99Ratio = during.p99Ms / before.p99Ms;
     const expected = SCALE_WORKERS * clients.size;
@@ -899,7 +909,7 @@ async function scaleWorkers(): Promise<ScaleRow[]> {
         result:
           `${ok}/${expected} route probes answer 200 (${clients.size} processes); ${status.connectedWorkers} workers connected; ` +
           `all registered in ${int(registeredMs)} ms, servable everywhere in ${int(servableMs)} ms; ` +
-          `plain GET before → with them: ${int(before.rps)} → ${int(during.rps)} req/s, p99 ${ms(before.p99Ms)} → ${ms(during.p99Ms)} ms (×${p99Ratio.toFixed(2)}), errors ${before.errors + during.errors}; ` +
+          `plain GET before → with them (median of ${smoke ? 1 : 3} runs): ${int(before.rps)} → ${int(during.rps)} req/s, p99 ${ms(before.p99Ms)} → ${ms(during.p99Ms)} ms (×${p99Ratio.toFixed(2)}), errors ${before.errors + during.errors}; ` +
           `max child RSS ${rssBeforeLoad.toFixed(0)} MB before, ${rssIdle.toFixed(0)} MB idle with them, ${rssLoad.toFixed(0)} MB under load`,
         target: `all answer; p99 ×≤ 1.5; RSS ≤ ${RSS_LIMIT_MB} MB`,
         pass: ok === expected && p99Ratio <= 1.5 && rssLoad <= RSS_LIMIT_MB && during.errors === 0,

@@ -80,6 +80,8 @@ const BACKPRESSURE_POLL_MS = 10;
 const MALFORMED_WARN_INTERVAL_MS = 10_000;
 const MALFORMED_WARNS_PER_INTERVAL = 10;
 
+let nextHeartbeatSlot = 0;
+
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -90,6 +92,8 @@ export class WorkerConnection {
   readonly id = randomUUID();
   readonly reattachToken = randomUUID();
   readonly connectedAt = Date.now();
+  /** Which tick of the heartbeat interval pings this worker (spreads the pings over the interval). */
+  readonly heartbeatSlot = nextHeartbeatSlot++;
   readonly functions = new Map<string, FunctionRecord>();
   readonly triggers = new Map<string, TriggerRecord>();
   readonly services = new Map<string, { name?: string; description?: string }>();

@@ -32,6 +32,9 @@ function tokenMatches(header: string | undefined, expected: string): boolean {
   return given.length === wanted.length && timingSafeEqual(given, wanted);
 }
 
+/** The heartbeat interval is split into this many ticks, each pinging a tenth of the workers. */
+const HEARTBEAT_SLICES = 10;
+
 /**
  * The worker port: `/` is the iii worker protocol; `/otel` is where iii-sdk sends its telemetry
  * (accepted and discarded, so SDK defaults work unchanged); anything else is refused with 404.
@@ -67,19 +70,24 @@ export class WorkerServer {
   }
 
   /**
-   * One timer for all workers: each tick pings every worker and drops those silent for longer than
-   * the timeout (docs/reliability.md#frozen-workers). A worker is dropped between heartbeat_timeout_ms
-   * and heartbeat_timeout_ms + 2 × heartbeat_interval_ms after its last frame or pong.
+   * One timer for all workers, ticking HEARTBEAT_SLICES times per interval: each tick pings the
+   * workers of one slice (each worker has a fixed slice), so every worker is pinged once per interval
+   * but 1,000 workers never get 1,000 pings (and send 1,000 pongs) in one turn of the event loop.
+   * Workers silent for longer than the timeout are dropped (docs/reliability.md#frozen-workers): between
+   * heartbeat_timeout_ms and heartbeat_timeout_ms + 2 × heartbeat_interval_ms after their last frame or pong.
    */
   private startHeartbeat(): void {
     const intervalMs = this.config.heartbeatIntervalMs;
     if (intervalMs === 0) return;
     const maxSilentTicks = Math.ceil(this.config.heartbeatTimeoutMs / intervalMs);
+    let tick = 0;
     this.heartbeatTimer = setInterval(() => {
+      const slice = tick++ % HEARTBEAT_SLICES;
       for (const connection of [...this.deps.hub.all()]) {
+        if (connection.heartbeatSlot % HEARTBEAT_SLICES !== slice) continue;
         if (connection.heartbeat(maxSilentTicks, intervalMs)) this.deps.onFrozen?.();
       }
-    }, intervalMs);
+    }, intervalMs / HEARTBEAT_SLICES);
     this.heartbeatTimer.unref();
   }
 
