@@ -20,30 +20,43 @@ export interface ApiRequest {
  * until something reads or replaces `body`: the common path splices the text into the worker frame
  * and never holds a parsed copy (docs/performance.md: a parsed 64 KiB body outlived young-generation
  * GC for the whole request and drove a child's RSS past 150 MB). Reading `body` parses the text once
- * and from then on the parsed value is the body, patches included.
+ * and from then on the parsed value is the body, patches included. The text sits under a symbol key,
+ * which JSON, Object.keys and middleware patches never see.
  */
-const untouchedBodies = new WeakMap<ApiRequest, string>();
+const UNTOUCHED_BODY = Symbol('untouched JSON body text');
+type WithUntouchedBody = ApiRequest & { [UNTOUCHED_BODY]?: string | undefined };
 
-/** Gives `request` a body that stays JSON text until it is read or assigned. */
-export function deferJsonBody(request: ApiRequest, json: string): void {
+export type ApiRequestFields = Omit<ApiRequest, 'body'>;
+
+/** An ApiRequest whose body is `json` (valid JSON text), parsed only if something reads it. */
+export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRequest {
   let value: unknown;
-  untouchedBodies.set(request, json);
-  Object.defineProperty(request, 'body', {
-    enumerable: true,
-    configurable: true,
-    get(): unknown {
-      const text = untouchedBodies.get(request);
+  // One object literal (accessors included): the same shape for every request, unlike defineProperty.
+  const request: WithUntouchedBody = {
+    path: f.path,
+    method: f.method,
+    path_params: f.path_params,
+    query_params: f.query_params,
+    get body(): unknown {
+      const text = request[UNTOUCHED_BODY];
       if (text !== undefined) {
         value = JSON.parse(text);
-        untouchedBodies.delete(request);
+        request[UNTOUCHED_BODY] = undefined;
       }
       return value;
     },
-    set(next: unknown): void {
-      untouchedBodies.delete(request);
+    set body(next: unknown) {
+      request[UNTOUCHED_BODY] = undefined;
       value = next;
     },
-  });
+    headers: f.headers,
+    trigger: f.trigger,
+    context: f.context,
+    request_id: f.request_id,
+    ip: f.ip,
+    [UNTOUCHED_BODY]: json,
+  };
+  return request;
 }
 
 /**
@@ -52,7 +65,7 @@ export function deferJsonBody(request: ApiRequest, json: string): void {
  * last. The other fields are fixed: middleware may patch only the ApiRequest's own keys.
  */
 export function apiRequestJson(request: ApiRequest): string {
-  const bodyJson = untouchedBodies.get(request);
+  const bodyJson = (request as WithUntouchedBody)[UNTOUCHED_BODY];
   if (bodyJson === undefined) return JSON.stringify(request);
   const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = request;
   const json = JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip });

@@ -7,8 +7,8 @@ import type { EngineMetrics } from '../observability/metrics.js';
 import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runner.js';
 import { MiddlewareRunner } from '../middleware/middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
-import type { ApiRequest } from './api-request.js';
-import { apiRequestData, clientIp, deferJsonBody, flattenHeaders } from './api-request.js';
+import type { ApiRequest, ApiRequestFields } from './api-request.js';
+import { apiRequestData, apiRequestWithJsonBody, clientIp, flattenHeaders } from './api-request.js';
 import { decodeBody, readBody, searchParamsToObject } from './body.js';
 import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
@@ -166,19 +166,18 @@ export class HttpPipeline {
 
     const headers = flattenHeaders(req.headers);
     headers[this.config.requestIdHeader] = requestId;
-    const apiRequest: ApiRequest = {
+    const fields: ApiRequestFields = {
       path,
       method,
       path_params: emptyParams(),
       query_params: q === -1 ? emptyParams() : searchParamsToObject(new URLSearchParams(url.slice(q + 1))),
-      body: 'json' in decoded ? undefined : decoded.body,
       headers,
       trigger: { type: 'http', path, method },
       context: {},
       request_id: requestId,
       ip: clientIp(req, this.config.trustProxy),
     };
-    if ('json' in decoded) deferJsonBody(apiRequest, decoded.json);
+    const apiRequest: ApiRequest = 'json' in decoded ? apiRequestWithJsonBody(fields, decoded.json) : { ...fields, body: decoded.body };
     state.apiRequest = apiRequest;
     const routing = this.deps.table.current();
     state.routing = routing;

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ApiRequest } from '../../src/http/api-request.js';
-import { apiRequestData, apiRequestJson, clientIp, deferJsonBody, flattenHeaders } from '../../src/http/api-request.js';
+import { apiRequestData, apiRequestJson, apiRequestWithJsonBody, clientIp, flattenHeaders } from '../../src/http/api-request.js';
 import { deepMerge } from '../../src/middleware/merge.js';
 
 function fakeRequest(headers: IncomingHttpHeaders, remoteAddress: string | undefined): IncomingMessage {
@@ -81,9 +81,8 @@ describe('deferred JSON bodies', () => {
     ip: '127.0.0.1',
   });
   const deferred = (text: string): ApiRequest => {
-    const req = request(undefined);
-    deferJsonBody(req, text);
-    return req;
+    const { body: _unused, ...fields } = request(undefined);
+    return apiRequestWithJsonBody(fields, text);
   };
 
   it('gives the worker the same values as serialising the request with the parsed body', () => {
@@ -121,6 +120,12 @@ describe('deferred JSON bodies', () => {
     const replaced = deferred('{"a":1}');
     replaced.body = [1, 2];
     expect((JSON.parse(apiRequestJson(replaced)) as { body: unknown }).body).toStrictEqual([1, 2]);
+  });
+
+  it('keeps the text out of keys and JSON, and the body key in its place', () => {
+    const req = deferred('[1]');
+    expect(Object.keys(req)).toEqual(Object.keys(request(undefined)));
+    expect(JSON.stringify(req)).toBe(JSON.stringify(request([1])));
   });
 
   it('serialises a request that never had a deferred body as it is', () => {
