@@ -1,12 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { ConfigError } from '../config/config-error.js';
-import { loadConfigFile } from '../config/load.js';
 import cluster from 'node:cluster';
 import type { ChildBootstrap } from '../cluster/child-messages.js';
 import { CHILD_BOOTSTRAP_ENV } from '../cluster/child-messages.js';
-import { runChild } from '../cluster/child.js';
-import { Primary } from '../cluster/primary.js';
 import { createRootLogger, isLogLevel } from '../observability/logger.js';
 import { parseArgs, USAGE, UsageError } from './args.js';
 
@@ -46,10 +42,18 @@ async function main(): Promise<void> {
     // A child: the primary validated the config and hands it over, so every child runs the same one.
     const bootstrap = JSON.parse(process.env[CHILD_BOOTSTRAP_ENV] ?? 'null') as ChildBootstrap | null;
     if (bootstrap === null) throw new Error(`${CHILD_BOOTSTRAP_ENV} is missing in a cluster child`);
+    // Imported here, not at the top: a child never loads the config schemas (zod) or the primary's
+    // code, about 15 MB of RSS per child (docs/performance.md, "Memory").
+    const { runChild } = await import('../cluster/child.js');
     await runChild(bootstrap, logger.child({ role: 'child', index: bootstrap.index }));
     return;
   }
 
+  const [{ ConfigError }, { loadConfigFile }, { Primary }] = await Promise.all([
+    import('../config/config-error.js'),
+    import('../config/load.js'),
+    import('../cluster/primary.js'),
+  ]);
   let loaded;
   try {
     loaded = await loadConfigFile(args.configPath, process.env, process.cwd());
