@@ -32,6 +32,9 @@ export interface LoadResult {
   rps: number;
   p50Ms: number;
   p99Ms: number;
+  /** The tail's shape, for investigations (not in the report). */
+  p90Ms: number;
+  maxMs: number;
   /** Successful measured responses that passed `mark` (0 without `mark`). */
   marked: number;
   /** Length of the measured window. */
@@ -150,6 +153,8 @@ export async function runLoadOn(dispatchers: Dispatcher[], options: LoadOptions)
     rps: latencies.length / (elapsed / 1000),
     p50Ms: percentile(sorted, 50),
     p99Ms: percentile(sorted, 99),
+    p90Ms: percentile(sorted, 90),
+    maxMs: sorted.length === 0 ? Number.NaN : (sorted[sorted.length - 1] as number),
     marked,
     elapsedMs: elapsed,
   };

@@ -59,7 +59,7 @@ const DEFAULTS: EngineConfig = {
     name: 'switchyard',
     heartbeatMs: 1000,
     leaseMs: 5000,
-    childNodeArgs: ['--max-semi-space-size=8', '--heap-growing-percent=100'],
+    childNodeArgs: ['--heap-growing-percent=50'],
   },
   skippedModules: [],
 };
@@ -278,7 +278,7 @@ describe('other modules', () => {
     ['zero heartbeat', CLUSTER, { heartbeat_ms: 0 }, 'heartbeat_ms', 'must be at least 1'],
     ['lease equal to heartbeat', CLUSTER, { heartbeat_ms: 1000, lease_ms: 1000 }, 'lease_ms', 'must be greater than heartbeat_ms'],
     ['lease below default heartbeat', CLUSTER, { lease_ms: 500 }, 'lease_ms', 'must be greater than heartbeat_ms'],
-    ['child node arg', CLUSTER, { child_node_args: ['--inspect', 'index.js'] }, 'child_node_args[1]', 'must be one Node.js or V8 flag, such as --max-semi-space-size=8'],
+    ['child node arg', CLUSTER, { child_node_args: ['--inspect', 'index.js'] }, 'child_node_args[1]', 'must be one Node.js or V8 flag, such as --max-semi-space-size=16'],
   ];
 
   it.each(invalid)('reports an invalid %s with its path', (_name, moduleClass, config, key, message) => {
