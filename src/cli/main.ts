@@ -43,7 +43,7 @@ async function main(): Promise<void> {
     const bootstrap = JSON.parse(process.env[CHILD_BOOTSTRAP_ENV] ?? 'null') as ChildBootstrap | null;
     if (bootstrap === null) throw new Error(`${CHILD_BOOTSTRAP_ENV} is missing in a cluster child`);
     // Imported here, not at the top: a child never loads the config schemas (zod) or the primary's
-    // code, about 15 MB of RSS per child (docs/performance.md, "Memory").
+    // code: 6-12 MB less RSS per child (docs/performance.md, "This round").
     const { runChild } = await import('../cluster/child.js');
     await runChild(bootstrap, logger.child({ role: 'child', index: bootstrap.index }));
     return;

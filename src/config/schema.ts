@@ -19,7 +19,7 @@ export type ModuleClass = (typeof MODULE_CLASSES)[ModuleKey];
 
 export const DEFAULT_WORKER_PORT = 49134;
 
-/** V8 heap sizing for engine children (docs/performance.md, "Memory"). */
+/** V8 heap sizing for engine children (docs/performance.md, "This round"). */
 export const DEFAULT_CHILD_NODE_ARGS = ['--heap-growing-percent=50'] as const;
 
 // Node clamps a timer delay above 2^31-1 ms to 1 ms, which would turn a huge timeout into an instant one.
