@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Bus } from './cluster/bus.js';
@@ -53,6 +54,13 @@ type Phase = 'created' | 'starting' | 'running' | 'closing' | 'closed';
 const DEFAULT_DRAIN_GRACE_MS = 10_000;
 /** Registrations are published at most this often: a reconnect storm becomes a few snapshots. */
 const PUBLISH_COALESCE_MS = 5;
+/**
+ * A large snapshot also waits this many times what publishing the last one cost here (bounded by
+ * PUBLISH_MAX_DELAY_MS): every peer parses and applies each full snapshot, so a burst of 10,000
+ * registrations published every 5 ms made the sibling's work grow with the square of the table.
+ */
+const PUBLISH_COST_FACTOR = 10;
+const PUBLISH_MAX_DELAY_MS = 200;
 
 /** One engine process wired together: start() in order, close() in reverse. */
 export class Engine {
@@ -68,6 +76,8 @@ export class Engine {
   private readonly peers: PeerPool | undefined;
   private endpoint: PeerEndpoint | undefined;
   private publishTimer: NodeJS.Timeout | undefined;
+  /** What the last publish cost this process (snapshot and send), in ms. */
+  private lastPublishCostMs = 0;
   private phase: Phase = 'created';
   private closing: Promise<void> | undefined;
 
@@ -300,16 +310,19 @@ export class Engine {
 
   private schedulePublish(): void {
     if (this.options.cluster === undefined || this.endpoint === undefined || this.publishTimer !== undefined) return;
+    const delayMs = Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * PUBLISH_COST_FACTOR));
     this.publishTimer = setTimeout(() => {
       this.publishTimer = undefined;
       this.publishNow();
-    }, PUBLISH_COALESCE_MS);
+    }, delayMs);
   }
 
   private publishNow(): void {
     const cluster = this.options.cluster;
     if (cluster === undefined || this.endpoint === undefined || this.phase === 'closed') return;
+    const started = performance.now();
     cluster.bus.publish({ ...this.hub.snapshot(), endpoint: this.endpoint, publishedAt: Date.now() });
+    this.lastPublishCostMs = performance.now() - started;
   }
 
   /**
