@@ -62,7 +62,7 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
 
 /**
  * A JSON body comes back as its own text (`json`: valid and depth-checked, the parse result dropped),
- * so it can be sent on as is and parsed again only if something reads it (deferJsonBody).
+ * so it can be sent on as is and parsed again only if something reads it (apiRequestWithJsonBody).
  */
 export type BodyDecodeResult = { ok: true; body: unknown } | { ok: true; json: string } | { ok: false; code: 'INVALID_JSON'; message?: string };
 

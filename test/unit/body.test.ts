@@ -141,7 +141,7 @@ describe('decodeBody', () => {
   });
 
   it('parses application/json, with parameters and in any case', () => {
-    // Valid JSON comes back as its own text, unparsed copies are not kept (deferJsonBody parses on read).
+    // Valid JSON comes back as its own text, the parsed value is not kept (apiRequestWithJsonBody parses on read).
     expect(decodeBody(bytes('{"a":1,"b":[true,null]}'), 'application/json')).toStrictEqual({ ok: true, json: '{"a":1,"b":[true,null]}' });
     expect(decodeBody(bytes('[1]'), 'application/json; charset=utf-8')).toStrictEqual({ ok: true, json: '[1]' });
     expect(decodeBody(bytes(' "x" '), ' Application/JSON ')).toStrictEqual({ ok: true, json: ' "x" ' });
