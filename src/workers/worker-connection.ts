@@ -19,6 +19,8 @@ import type { FunctionRecord, TriggerRecord } from '../routing/registrations.js'
 import { validateTrigger } from '../routing/trigger-config.js';
 import { PendingInvocations } from './pending-invocations.js';
 import type { WorkerHub } from './worker-hub.js';
+import type { CorkableTransport } from './worker-outbound.js';
+import { WorkerOutbound } from './worker-outbound.js';
 
 /** What a worker tells about itself through `engine::workers::register` (shown by the admin view). */
 export interface WorkerInfo {
@@ -65,17 +67,6 @@ function wireErrorOf(failure: { code: string; message: string; stacktrace?: stri
     : { code: failure.code, message: failure.message, stacktrace: failure.stacktrace };
 }
 
-/**
- * Back-pressure: when a worker does not read its socket, what the engine sends it piles up in memory.
- * Past either mark — this many bytes queued, or this many frames sent while more than the low mark
- * was queued (many tiny frames, e.g. the pongs of a ping flood, cost far more memory than their
- * bytes) — the engine stops reading from that worker (its own frames wait in TCP) until the queue is
- * below the low mark again. Large bodies to a worker that does read stay below both marks.
- */
-const OUTBOUND_HIGH_WATER_BYTES = 16 * 1024 * 1024;
-const OUTBOUND_LOW_WATER_BYTES = 512 * 1024;
-const MAX_SENDS_WHILE_BACKLOGGED = 20_000;
-const BACKPRESSURE_POLL_MS = 10;
 /** Malformed frames: the first few per connection and interval are warnings, the rest debug. */
 const MALFORMED_WARN_INTERVAL_MS = 10_000;
 const MALFORMED_WARNS_PER_INTERVAL = 10;
@@ -103,23 +94,19 @@ export class WorkerConnection {
   private closed = false;
   /** Heartbeat ticks since the last frame or pong from the worker. */
   private silentTicks = 0;
-  /** Reads paused because the worker does not read what we send (back-pressure). */
-  private readsPaused = false;
-  /** Frames sent since the queue towards the worker was last below the low mark. */
-  private sendsWhileBacklogged = 0;
   private malformedWindow = { startedMs: 0, count: 0, held: 0 };
-  /** The transport is corked until the loop's check phase: frames sent meanwhile share one write. */
-  private corked = false;
   private readonly logger: Logger;
+  private readonly outbound: WorkerOutbound;
 
   constructor(
     private readonly socket: WebSocket,
     private readonly deps: WorkerConnectionDeps,
     readonly remoteAddress: string,
     /** The socket under the WebSocket, when the caller has it: sends are batched on it. */
-    private readonly transport?: { cork(): void; uncork(): void },
+    transport?: CorkableTransport,
   ) {
     this.logger = deps.logger.child({ workerId: this.id });
+    this.outbound = new WorkerOutbound(socket, this.logger, () => this.closed, transport);
   }
 
   get isOpen(): boolean {
@@ -147,44 +134,8 @@ export class WorkerConnection {
   /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */
   send(frame: string): boolean {
     if (!this.isOpen) return false;
-    if (!this.corked && this.transport !== undefined) {
-      // Under load many requests invoke on one worker in the same turn of the event loop; one write
-      // per frame made the write syscalls the engine's largest cost (docs/performance.md).
-      this.corked = true;
-      this.transport.cork();
-      setImmediate(this.uncork);
-    }
-    this.socket.send(frame);
-    const queued = this.socket.bufferedAmount;
-    if (queued < OUTBOUND_LOW_WATER_BYTES) {
-      this.sendsWhileBacklogged = 0;
-    } else if ((++this.sendsWhileBacklogged > MAX_SENDS_WHILE_BACKLOGGED || queued > OUTBOUND_HIGH_WATER_BYTES) && !this.readsPaused) {
-      this.pauseReads();
-    }
+    this.outbound.send(frame);
     return true;
-  }
-
-  private readonly uncork = (): void => {
-    this.corked = false;
-    this.transport?.uncork();
-  };
-
-  private pauseReads(): void {
-    this.readsPaused = true;
-    this.socket.pause();
-    this.logger.warn({ bufferedBytes: this.socket.bufferedAmount }, 'worker is not reading its socket: pausing reads from it until it catches up');
-    const poll = (): void => {
-      if (this.closed) return;
-      if (this.socket.bufferedAmount > OUTBOUND_LOW_WATER_BYTES) {
-        setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
-        return;
-      }
-      this.readsPaused = false;
-      this.sendsWhileBacklogged = 0;
-      this.socket.resume();
-      this.logger.info('worker caught up: reading from it again');
-    };
-    setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
   }
 
   invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome> {

@@ -1,0 +1,83 @@
+import type { Logger } from 'pino';
+import type WebSocket from 'ws';
+
+/**
+ * Back-pressure: when a worker does not read its socket, what the engine sends it piles up in memory.
+ * Past either mark — this many bytes queued, or this many frames sent while more than the low mark
+ * was queued (many tiny frames, e.g. the pongs of a ping flood, cost far more memory than their
+ * bytes) — the engine stops reading from that worker (its own frames wait in TCP) until the queue is
+ * below the low mark again. Large bodies to a worker that does read stay below both marks.
+ */
+const OUTBOUND_HIGH_WATER_BYTES = 16 * 1024 * 1024;
+const OUTBOUND_LOW_WATER_BYTES = 512 * 1024;
+const MAX_SENDS_WHILE_BACKLOGGED = 20_000;
+const BACKPRESSURE_POLL_MS = 10;
+
+/** The socket under a WebSocket, as far as batching needs it. */
+export interface CorkableTransport {
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * What the engine sends one worker, and the flow control around it: frames of one event-loop turn
+ * share one write (the transport is corked until the check phase), and reads from a worker that does
+ * not read what it is sent are paused until it catches up (the marks above).
+ */
+export class WorkerOutbound {
+  /** Reads paused because the worker does not read what we send. */
+  private readsPaused = false;
+  /** Frames sent since the queue towards the worker was last below the low mark. */
+  private sendsWhileBacklogged = 0;
+  private corked = false;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly logger: Logger,
+    /** Stops the catch-up poll once the connection is gone. */
+    private readonly isClosed: () => boolean,
+    /** When the caller has it, sends are batched on it. */
+    private readonly transport?: CorkableTransport,
+  ) {}
+
+  /** Sends one frame; the caller checked the socket is open. */
+  send(frame: string): void {
+    if (!this.corked && this.transport !== undefined) {
+      // Under load many requests invoke on one worker in the same turn of the event loop; one write
+      // per frame made the write syscalls the engine's largest cost (docs/performance.md).
+      this.corked = true;
+      this.transport.cork();
+      setImmediate(this.uncork);
+    }
+    this.socket.send(frame);
+    const queued = this.socket.bufferedAmount;
+    if (queued < OUTBOUND_LOW_WATER_BYTES) {
+      this.sendsWhileBacklogged = 0;
+    } else if ((++this.sendsWhileBacklogged > MAX_SENDS_WHILE_BACKLOGGED || queued > OUTBOUND_HIGH_WATER_BYTES) && !this.readsPaused) {
+      this.pauseReads();
+    }
+  }
+
+  private readonly uncork = (): void => {
+    this.corked = false;
+    this.transport?.uncork();
+  };
+
+  private pauseReads(): void {
+    this.readsPaused = true;
+    this.socket.pause();
+    this.logger.warn({ bufferedBytes: this.socket.bufferedAmount }, 'worker is not reading its socket: pausing reads from it until it catches up');
+    const poll = (): void => {
+      if (this.isClosed()) return;
+      if (this.socket.bufferedAmount > OUTBOUND_LOW_WATER_BYTES) {
+        setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
+        return;
+      }
+      this.readsPaused = false;
+      this.sendsWhileBacklogged = 0;
+      this.socket.resume();
+      this.logger.info('worker caught up: reading from it again');
+    };
+    setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
+  }
+}
