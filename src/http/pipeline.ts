@@ -7,7 +7,7 @@ import type { EngineMetrics } from '../observability/metrics.js';
 import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runner.js';
 import { MiddlewareRunner } from '../middleware/middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
-import type { ApiRequest, ApiRequestFields } from './api-request.js';
+import type { ApiRequest } from './api-request.js';
 import { apiRequestData, apiRequestWithJsonBody, clientIp, flattenHeaders } from './api-request.js';
 import { decodeBody, readBody, searchParamsToObject } from './body.js';
 import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
@@ -166,18 +166,20 @@ export class HttpPipeline {
 
     const headers = flattenHeaders(req.headers);
     headers[this.config.requestIdHeader] = requestId;
-    const fields: ApiRequestFields = {
+    const request: ApiRequest = {
       path,
       method,
       path_params: emptyParams(),
       query_params: q === -1 ? emptyParams() : searchParamsToObject(new URLSearchParams(url.slice(q + 1))),
+      body: 'body' in decoded ? decoded.body : undefined,
       headers,
       trigger: { type: 'http', path, method },
       context: {},
       request_id: requestId,
       ip: clientIp(req, this.config.trustProxy),
     };
-    const apiRequest: ApiRequest = 'json' in decoded ? apiRequestWithJsonBody(fields, decoded.json) : { ...fields, body: decoded.body };
+    // A JSON body stays text until something reads it (apiRequestWithJsonBody).
+    const apiRequest = 'json' in decoded ? apiRequestWithJsonBody(request, decoded.json) : request;
     state.apiRequest = apiRequest;
     const routing = this.deps.table.current();
     state.routing = routing;
