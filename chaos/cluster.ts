@@ -3,10 +3,10 @@
  * and replicated iii-sdk workers, all real processes on loopback. Also the admin views the harness
  * reads to decide whether the cluster has converged.
  */
-import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import type { EngineHandle, ManagedProcess } from '../test/support/processes.js';
+import { childPids, isRunning } from '../test/support/proc.js';
 import { ROOT, spawnManaged, startEngine, stopProcess } from '../test/support/processes.js';
 import type { RedisServer } from '../test/support/redis.js';
 import { startRedisServer } from '../test/support/redis.js';
@@ -139,33 +139,6 @@ export async function startCluster(settings: ClusterSettings): Promise<ChaosClus
   } catch (err) {
     await close();
     throw err;
-  }
-}
-
-/** The engine children of a node: live (not zombie) processes whose parent is the node's primary (from /proc). */
-export function childPids(primaryPid: number): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // Fields after the command name (which may hold spaces and parentheses): state, ppid, …
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === primaryPid && fields[0] !== 'Z') pids.push(Number(entry));
-    } catch {
-      // the process exited while we looked
-    }
-  }
-  return pids.sort((a, b) => a - b);
-}
-
-/** Running (not exited, not a zombie awaiting its parent) according to /proc. */
-export function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] !== 'Z';
-  } catch {
-    return false;
   }
 }
 

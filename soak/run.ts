@@ -28,7 +28,7 @@ import { diff, summarize } from './lib/heap-diff.js';
 import { heapSnapshot, InspectorDirectory, memoryAfterGc } from './lib/inspector.js';
 import type { SoakRequest } from './lib/load.js';
 import { jsonBody, newTally, send, startPacedLoad } from './lib/load.js';
-import { childPids, descriptors, rssBytes } from './lib/proc.js';
+import { childPids, descriptors, rssMb } from '../test/support/proc.js';
 import type { ProcessSample } from './lib/verdict.js';
 import { DEFAULT_TOLERANCES, judge } from './lib/verdict.js';
 
@@ -105,8 +105,8 @@ async function readyChildren(adminUrl: string): Promise<ReadyChild[]> {
 
 async function sampleProcess(tMs: number, name: string, pid: number, workers: number, inspectors: InspectorDirectory): Promise<ProcessSample> {
   // Descriptors first: the inspector session below is one more socket while it lasts.
-  const { fds, sockets } = await descriptors(pid);
-  const rss = await rssBytes(pid);
+  const { fds, sockets } = descriptors(pid);
+  const rss = rssMb(pid) * 1024 * 1024;
   const url = await inspectors.urlOf(pid);
   if (url === undefined) throw new Error(`no inspector for ${name} (pid ${pid})`);
   const memory = await memoryAfterGc(url).catch((err: unknown) => {
@@ -285,7 +285,7 @@ async function main(): Promise<number> {
     const roundAt = elapsed();
     try {
       const ready = await readyChildren(engine.adminUrl);
-      const pids = await childPids(primaryPid);
+      const pids = childPids(primaryPid);
       const targets: { name: string; pid: number; workers: number }[] = [{ name: 'primary', pid: primaryPid, workers: 0 }];
       for (const pid of pids) {
         const child = ready.find((c) => c.pid === pid);

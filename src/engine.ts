@@ -1,14 +1,11 @@
-import { performance } from 'node:perf_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Bus } from './cluster/bus.js';
+import type { Bus } from './bus/bus.js';
 import { ClusterInvoker } from './cluster/cluster-invoker.js';
+import { ClusterMembership } from './cluster/membership.js';
 import type { PeerIdentity } from './cluster/peer-id.js';
-import { incarnationOf } from './cluster/peer-id.js';
 import { PeerPool } from './cluster/peer-pool.js';
-import { checkSnapshot } from './cluster/snapshot-check.js';
 import type { EngineConfig } from './config/types.js';
-import { RETIRE_WORKER_FUNCTION } from './forwarding/forward-messages.js';
 import { ForwardServer } from './forwarding/forward-server.js';
 import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
@@ -18,7 +15,15 @@ import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
 import { LocalInvoker } from './workers/local-invoker.js';
+import type { WorkerConnection } from './workers/worker-connection.js';
 import { WorkerHub } from './workers/worker-hub.js';
+import type { ChannelRequest } from './channels/channel-endpoint.js';
+import { ChannelRegistry } from './channels/channel-registry.js';
+import { attachTunnelLink } from './channels/tunnel-link.js';
+import type { TunnelOpenResult } from './forwarding/tunnel-client.js';
+import { CREATE_CHANNEL_FUNCTION, createChannelFunction } from './engine-functions/channels-create.js';
+import { EngineFunctions } from './workers/engine-functions.js';
+import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/worker-connection.js';
 import { WorkerServer } from './workers/worker-server.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
@@ -52,54 +57,51 @@ export interface EnginePorts {
 type Phase = 'created' | 'starting' | 'running' | 'closing' | 'closed';
 
 const DEFAULT_DRAIN_GRACE_MS = 10_000;
-/** Registrations are published at most this often: a reconnect storm becomes a few snapshots. */
-const PUBLISH_COALESCE_MS = 5;
-/**
- * A large snapshot also waits this many times what publishing the last one cost here (bounded by
- * PUBLISH_MAX_DELAY_MS): every peer parses and applies each full snapshot, so a burst of 10,000
- * registrations published every 5 ms made the sibling's work grow with the square of the table.
- */
-const PUBLISH_COST_FACTOR = 10;
-const PUBLISH_MAX_DELAY_MS = 200;
 
 /** One engine process wired together: start() in order, close() in reverse. */
 export class Engine {
   readonly table: RouteTable;
-  readonly hub: WorkerHub;
+  readonly hub: WorkerHub<WorkerConnection>;
   readonly invoker: Invoker;
   readonly metrics: EngineMetrics;
+  /** Streaming channels held by this process (docs/streaming.md). */
+  readonly channels: ChannelRegistry;
+  private readonly engineFunctions: EngineFunctions;
   private readonly localInvoker: LocalInvoker;
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
   private readonly workerServer: WorkerServer;
   private readonly forwardServer: ForwardServer | undefined;
   private readonly peers: PeerPool | undefined;
-  private endpoint: PeerEndpoint | undefined;
-  private publishTimer: NodeJS.Timeout | undefined;
-  /** What the last publish cost this process (snapshot and send), in ms. */
-  private lastPublishCostMs = 0;
+  private readonly membership: ClusterMembership | undefined;
   private phase: Phase = 'created';
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: EngineOptions) {
     const { config, logger, cluster } = options;
     this.table = new RouteTable(config.api.ignoreTrailingSlash, config.api.middleware);
-    this.hub = new WorkerHub(cluster?.identity.peerId ?? `local-${randomUUID()}`, config.workers.reconnectGraceMs);
+    this.hub = new WorkerHub<WorkerConnection>(cluster?.identity.peerId ?? `local-${randomUUID()}`, config.workers.reconnectGraceMs);
     this.table.setLocalSource(this.hub);
     this.hub.onChange(() => {
       this.table.markChanged();
-      this.schedulePublish();
+      this.membership?.localChanged();
     });
     this.table.onChange((state) =>
       logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size }, 'table rebuilt'),
     );
     this.localInvoker = new LocalInvoker(this.hub);
+    this.channels = new ChannelRegistry(this.hub.ownerId, logger.child({ module: 'channels' }));
+    this.engineFunctions = new EngineFunctions()
+      .register(REGISTER_WORKER_FUNCTION, registerWorkerFunction)
+      .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels));
     this.metrics = new EngineMetrics({
       connectedWorkers: () => this.hub.size,
       localFunctions: () => this.hub.snapshot().functions.length,
       routes: () => this.table.current().router.size,
       tableVersion: () => this.table.current().version,
       inFlight: () => this.pipeline.activeRequests,
+      openChannels: () => this.channels.size,
+      telemetrySockets: () => this.workerServer.telemetrySockets,
     });
     // Request metrics keep series only for routes still in the table: every rebuild drops the others
     // (EngineMetrics.retainRoutes), so routes that come and go do not grow the registry.
@@ -130,6 +132,25 @@ export class Engine {
         invoker: this.localInvoker,
         logger: logger.child({ module: 'forward' }),
         onRetire: (workerId, token) => this.retireLocal(workerId, token),
+        onChannelAttach: (request) => {
+          const claim = this.channels.claim(request.channelId, request.key, request.direction);
+          if (!claim.ok) return { refused: claim.reason };
+          return {
+            attach: (socket) => {
+              if (!attachTunnelLink(socket, claim.channel, request.direction)) socket.destroy();
+            },
+          };
+        },
+      });
+      this.membership = new ClusterMembership({
+        identity: cluster.identity,
+        bus: cluster.bus,
+        table: this.table,
+        local: this.hub,
+        peers: this.peers,
+        ignoreTrailingSlash: config.api.ignoreTrailingSlash,
+        metrics: this.metrics,
+        logger: logger.child({ module: 'cluster' }),
       });
     }
     // Reconnect grace on the calling side only: a forwarded call that finds no worker on its peer
@@ -145,9 +166,17 @@ export class Engine {
         workerCallTimeoutMs: config.api.defaultTimeoutMs,
         onReattach: () => this.metrics.workerReconnected(),
         onFrozen: () => this.metrics.workerFrozen(),
-        ...(cluster === undefined ? {} : { retireElsewhere: (workerId: string, token: string) => this.retireElsewhere(workerId, token) }),
+        engineFunctions: this.engineFunctions,
+        ...(this.membership === undefined
+          ? {}
+          : { retireElsewhere: (workerId: string, token: string) => this.membership?.retireElsewhere(workerId, token) ?? 0 }),
       },
       logger.child({ module: 'workers' }),
+      {
+        registry: this.channels,
+        ...(this.peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => this.openRemoteChannel(tag, request) }),
+      },
+      { counters: this.metrics },
     );
     this.pipeline = new HttpPipeline({
       config: config.api,
@@ -155,9 +184,17 @@ export class Engine {
       invoker: this.invoker,
       logger: logger.child({ module: 'http' }),
       metrics: this.metrics,
+      channels: this.channels,
       ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
+  }
+
+  /** Joins a worker's channel socket to the peer holding the channel, counting the outcome. */
+  private async openRemoteChannel(tag: string, request: ChannelRequest): Promise<TunnelOpenResult> {
+    const opened = (await this.peers?.openChannel(tag, request)) ?? { ok: false, reason: 'not_found' };
+    this.metrics.channelLink(opened.ok ? 'opened' : opened.reason === 'not_found' || opened.reason === 'in_use' ? 'refused' : 'failed');
+    return opened;
   }
 
   /** A peer relays a reattach: retire that worker's connection if it is here and the token matches. */
@@ -166,21 +203,6 @@ export class Engine {
     const logger = this.options.logger.child({ module: 'workers' });
     if (result === 'retired') logger.info({ previousWorkerId: workerId }, 'retired a connection whose worker reattached on another peer');
     else if (result === 'wrong-token') logger.warn({ previousWorkerId: workerId }, 'retire request with a wrong reattach token ignored');
-  }
-
-  /**
-   * A worker reattached here; its previous connection is on another peer (or gone). Every peer whose
-   * snapshot lists that worker is asked to retire it; the token is checked there.
-   */
-  private retireElsewhere(workerId: string, token: string): number {
-    if (this.peers === undefined) return 0;
-    let asked = 0;
-    for (const snapshot of this.table.snapshotsHeld()) {
-      if (snapshot.ownerId === this.hub.ownerId) continue;
-      if (snapshot.workers?.some((worker) => worker.id === workerId) !== true) continue;
-      if (this.peers.fire(snapshot.ownerId, RETIRE_WORKER_FUNCTION, { worker_id: workerId, reattach_token: token })) asked++;
-    }
-    return asked;
   }
 
   /** The cluster's routes and middleware, with the peers that serve each function (GET /routes). */
@@ -212,7 +234,7 @@ export class Engine {
     const out: Record<string, unknown>[] = [];
     for (const snapshot of this.table.snapshotsHeld()) {
       // This process's own snapshot carries no endpoint (it is added when published).
-      const node = snapshot.endpoint?.nodeId ?? (snapshot.ownerId === this.hub.ownerId ? this.endpoint?.nodeId : undefined);
+      const node = snapshot.endpoint?.nodeId ?? (snapshot.ownerId === this.hub.ownerId ? this.membership?.endpoint?.nodeId : undefined);
       for (const worker of snapshot.workers ?? []) {
         out.push({
           ...worker,
@@ -227,7 +249,7 @@ export class Engine {
 
   /** Listening, and (in a cluster) holding an in-sync view of every peer. */
   ready(): boolean {
-    return this.phase === 'running' && (this.options.cluster?.bus.synced ?? true);
+    return this.phase === 'running' && (this.membership?.synced ?? true);
   }
 
   async start(): Promise<EnginePorts> {
@@ -235,7 +257,7 @@ export class Engine {
     this.phase = 'starting';
     try {
       // The forward listener and the bus before HTTP, so that the first request already sees every
-      // peer's routes. Admin is the primary's (src/cluster/primary.ts).
+      // peer's routes. Admin is the primary's (src/supervisor/primary.ts).
       const forward = await this.startCluster();
       const workers = await this.workerServer.start();
       const http = await this.httpServer.start();
@@ -249,80 +271,15 @@ export class Engine {
 
   private async startCluster(): Promise<PeerEndpoint | undefined> {
     const cluster = this.options.cluster;
-    if (cluster === undefined || this.forwardServer === undefined) return undefined;
+    if (cluster === undefined || this.forwardServer === undefined || this.membership === undefined) return undefined;
     const bound = await this.forwardServer.start();
-    this.endpoint = {
+    const endpoint: PeerEndpoint = {
       nodeId: cluster.identity.nodeId,
       ...(bound.socketPath === undefined ? {} : { socketPath: bound.socketPath }),
       ...(cluster.tcp === undefined || bound.port === undefined ? {} : { host: cluster.tcp.advertiseHost, port: bound.port }),
     };
-    const ignoreTrailingSlash = this.options.config.api.ignoreTrailingSlash;
-    const logger = this.options.logger.child({ module: 'cluster' });
-    await cluster.bus.start({
-      snapshot: (received) => {
-        const checked = checkSnapshot(received, ignoreTrailingSlash);
-        if (!checked.ok) {
-          logger.warn({ ownerId: received.ownerId, code: 'BUS_MALFORMED', reason: checked.reason }, 'peer snapshot refused');
-          return;
-        }
-        const snapshot = checked.snapshot;
-        if (this.table.endpointOf(snapshot.ownerId) === undefined) {
-          if (this.supersedeIncarnations(snapshot.ownerId) === 'stale') {
-            logger.debug({ peerId: snapshot.ownerId }, 'snapshot of an earlier incarnation of a restarted child ignored');
-            return;
-          }
-          logger.info({ peerId: snapshot.ownerId, endpoint: snapshot.endpoint }, 'peer joined');
-        }
-        this.table.applySnapshot(snapshot);
-        if (snapshot.publishedAt !== undefined) this.metrics.tableSyncLag((Date.now() - snapshot.publishedAt) / 1000);
-      },
-      peerGone: (peerId) => {
-        if (this.table.removeOwner(peerId)) logger.info({ peerId }, 'peer left');
-        this.peers?.drop(peerId);
-      },
-    });
-    this.publishNow();
-    return this.endpoint;
-  }
-
-  /**
-   * A peer id is node/index/epoch, and a node runs one child per index at a time: a later epoch means
-   * the child restarted and the earlier incarnation is dead. Dropping it now, not when its lease runs
-   * out, converges faster after a child crash (Redis mode; embedded drops it at once anyway). Returns
-   * 'stale' when the joining peer is itself the earlier incarnation (a dead child's key reloaded).
-   */
-  private supersedeIncarnations(peerId: string): 'live' | 'stale' {
-    const joining = incarnationOf(peerId);
-    if (joining === undefined) return 'live';
-    // An earlier incarnation of this very child (its key outlived it in Redis).
-    if (incarnationOf(this.hub.ownerId)?.slot === joining.slot) return 'stale';
-    for (const held of [...this.table.ownerVersions().keys()]) {
-      const other = incarnationOf(held);
-      if (held === peerId || other?.slot !== joining.slot) continue;
-      if (other.startedMs > joining.startedMs) return 'stale';
-      if (this.table.removeOwner(held)) {
-        this.options.logger.child({ module: 'cluster' }).info({ peerId: held, replacedBy: peerId }, 'peer replaced by a restarted incarnation');
-      }
-      this.peers?.drop(held);
-    }
-    return 'live';
-  }
-
-  private schedulePublish(): void {
-    if (this.options.cluster === undefined || this.endpoint === undefined || this.publishTimer !== undefined) return;
-    const delayMs = Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * PUBLISH_COST_FACTOR));
-    this.publishTimer = setTimeout(() => {
-      this.publishTimer = undefined;
-      this.publishNow();
-    }, delayMs);
-  }
-
-  private publishNow(): void {
-    const cluster = this.options.cluster;
-    if (cluster === undefined || this.endpoint === undefined || this.phase === 'closed') return;
-    const started = performance.now();
-    cluster.bus.publish({ ...this.hub.snapshot(), endpoint: this.endpoint, publishedAt: Date.now() });
-    this.lastPublishCostMs = performance.now() - started;
+    await this.membership.join(endpoint);
+    return endpoint;
   }
 
   /**
@@ -336,12 +293,15 @@ export class Engine {
       // Refuse new requests at once (503 SHUTTING_DOWN), before any await.
       this.pipeline.startDraining();
       this.options.logger.info({ inFlight: this.pipeline.activeRequests }, 'draining');
-      clearTimeout(this.publishTimer);
       const grace = this.options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS;
       const steps: [string, () => Promise<void> | undefined][] = [
-        ['bus', () => this.options.cluster?.bus.close()],
+        ['bus', () => this.membership?.leave()],
         ['http', () => this.httpServer.close(grace)],
         ['forward', () => this.forwardServer?.close()],
+        ['channels', () => {
+          this.channels.close();
+          return undefined;
+        }],
         ['workers', () => this.workerServer.close()],
         ['peers', () => this.peers?.close()],
       ];

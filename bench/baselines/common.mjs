@@ -68,6 +68,10 @@ export function handler(invoke) {
     req.on('end', () => {
       const text = chunks.length === 0 ? '' : Buffer.concat(chunks).toString();
       const request = { path: req.url, method: req.method, headers: req.headers, query_params: {}, body: text === '' ? null : JSON.parse(text) };
+      // The handler's channel refs, as iii sends them with every HTTP invocation: an iii-sdk worker
+      // builds a reader and a writer for them (connected only if used), so the baseline's worker does
+      // the same work per request as an engine's.
+      const handlerRequest = { ...request, request_body: channelRef('read'), response: channelRef('write') };
       const reply = (result) => {
         const { status_code: status, headers, body } = result;
         const json = JSON.stringify(body);
@@ -75,7 +79,7 @@ export function handler(invoke) {
         res.end(json);
       };
       if (!MIDDLEWARE) {
-        invoke(fnOf(req.method), JSON.stringify(request), (m) => reply(m.result));
+        invoke(fnOf(req.method), JSON.stringify(handlerRequest), (m) => reply(m.result));
         return;
       }
       const middleware = (i, extra, next) =>
@@ -85,13 +89,15 @@ export function handler(invoke) {
         });
       middleware(0, '', () =>
         middleware(1, '', () =>
-          invoke(fnOf(req.method), JSON.stringify(request), (m) => middleware(2, `,"response":${JSON.stringify(m.result)}`, () => reply(m.result))),
+          invoke(fnOf(req.method), JSON.stringify(handlerRequest), (m) => middleware(2, `,"response":${JSON.stringify(m.result)}`, () => reply(m.result))),
         ),
       );
     });
   };
 }
 const PHASES = ['onRequest', 'preHandler', 'postHandler'];
+let channelSeq = 0;
+const channelRef = (direction) => ({ channel_id: `baseline-${++channelSeq}`, access_key: 'baseline-key', direction });
 
 /**
  * A frame stream on a socket: `u32 length | u32 id | UTF-8 text`, any number in flight, matched by

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import cluster from 'node:cluster';
-import type { ChildBootstrap } from '../cluster/child-messages.js';
-import { CHILD_BOOTSTRAP_ENV } from '../cluster/child-messages.js';
+import type { ChildBootstrap } from '../supervisor/child-messages.js';
+import { CHILD_BOOTSTRAP_ENV } from '../supervisor/child-messages.js';
 import { createRootLogger, isLogLevel } from '../observability/logger.js';
 import { parseArgs, USAGE, UsageError } from './args.js';
 
@@ -36,7 +36,12 @@ async function main(): Promise<void> {
   }
 
   const envLevel = process.env.LOG_LEVEL;
-  const logger = createRootLogger(args.logLevel ?? (envLevel !== undefined && isLogLevel(envLevel) ? envLevel : 'info'));
+  // SWITCHYARD_LOG_FORMAT=json|pretty overrides the choice: pretty on a terminal, JSON lines otherwise.
+  const format = process.env.SWITCHYARD_LOG_FORMAT ?? (process.stdout.isTTY ? 'pretty' : 'json');
+  const logger = createRootLogger(args.logLevel ?? (envLevel !== undefined && isLogLevel(envLevel) ? envLevel : 'info'), {
+    format: format === 'pretty' ? 'pretty' : 'json',
+    base: { pid: process.pid },
+  });
 
   if (cluster.isWorker) {
     // A child: the primary validated the config and hands it over, so every child runs the same one.
@@ -44,7 +49,7 @@ async function main(): Promise<void> {
     if (bootstrap === null) throw new Error(`${CHILD_BOOTSTRAP_ENV} is missing in a cluster child`);
     // Imported here, not at the top: a child never loads the config schemas (zod) or the primary's
     // code: 6-12 MB less RSS per child (docs/performance.md, "This round").
-    const { runChild } = await import('../cluster/child.js');
+    const { runChild } = await import('./child.js');
     await runChild(bootstrap, logger.child({ role: 'child', index: bootstrap.index }));
     return;
   }
@@ -52,7 +57,7 @@ async function main(): Promise<void> {
   const [{ ConfigError }, { loadConfigFile }, { Primary }] = await Promise.all([
     import('../config/config-error.js'),
     import('../config/load.js'),
-    import('../cluster/primary.js'),
+    import('../supervisor/primary.js'),
   ]);
   let loaded;
   try {
@@ -76,6 +81,7 @@ async function main(): Promise<void> {
     logger: primaryLogger,
     configSource: source,
     drainGraceMs: DRAIN_GRACE_MS,
+    execArgv: process.execArgv,
     onFatal: (code, message) => {
       process.stderr.write(`switchyard: ${code}: ${message}\n`);
       stopping = true;

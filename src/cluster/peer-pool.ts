@@ -1,5 +1,8 @@
 import type { Logger } from 'pino';
+import { ownerTag } from '../channels/channel-registry.js';
 import type { ForwardResult, ForwardTarget } from '../forwarding/forward-client.js';
+import type { TunnelOpenResult } from '../forwarding/tunnel-client.js';
+import { openTunnel } from '../forwarding/tunnel-client.js';
 import { ForwardClient } from '../forwarding/forward-client.js';
 import type { InvokeOptions } from '../invocation/invoker.js';
 import type { RouteTable } from '../routing/route-table.js';
@@ -18,8 +21,13 @@ export interface PeerPoolOptions {
  * socket for peers of this node, TCP for other nodes. A peer that leaves the table has its client
  * closed, which settles whatever was still pending on it.
  */
+/** Connect plus handshake of a channel link to a peer. */
+const CHANNEL_LINK_TIMEOUT_MS = 2000;
+
 export class PeerPool {
   private readonly clients = new Map<string, ForwardClient>();
+  /** Peer id → its channel owner tag (a hash, so computed once per peer). */
+  private readonly tags = new Map<string, string>();
 
   constructor(
     private readonly table: RouteTable,
@@ -39,8 +47,35 @@ export class PeerPool {
     return true;
   }
 
+  /**
+   * Opens a link of its own to the peer whose channels carry `tag` (docs/streaming.md#across-the-cluster),
+   * for one end of a channel it holds. `not_found` when no peer in the table has that tag.
+   */
+  openChannel(tag: string, channel: { channelId: string; key: string; direction: 'read' | 'write' }): Promise<TunnelOpenResult> {
+    for (const snapshot of this.table.snapshotsHeld()) {
+      const peerId = snapshot.ownerId;
+      if (peerId === this.options.selfPeerId || this.tagOf(peerId) !== tag) continue;
+      const endpoint = this.table.endpointOf(peerId);
+      const target = endpoint === undefined ? undefined : this.targetFor(endpoint);
+      if (target === undefined) return Promise.resolve({ ok: false, reason: `peer ${peerId} has no reachable endpoint` });
+      const settings = { secret: this.options.secret, cluster: this.options.cluster, selfPeerId: this.options.selfPeerId, timeoutMs: CHANNEL_LINK_TIMEOUT_MS };
+      return openTunnel(target, settings, channel);
+    }
+    return Promise.resolve({ ok: false, reason: 'not_found' });
+  }
+
+  private tagOf(peerId: string): string {
+    let tag = this.tags.get(peerId);
+    if (tag === undefined) {
+      tag = ownerTag(peerId);
+      this.tags.set(peerId, tag);
+    }
+    return tag;
+  }
+
   /** Closes the client of a peer that left. */
   drop(peerId: string): void {
+    this.tags.delete(peerId);
     const client = this.clients.get(peerId);
     if (client === undefined) return;
     this.clients.delete(peerId);

@@ -165,6 +165,7 @@ function toApiConfig(api: RestApiModuleInput): ApiConfig {
           },
         }),
     bodyLimitBytes: api.body_limit,
+    streamBodyLimitBytes: api.stream_body_limit,
     trustProxy: api.trust_proxy,
     // Node lower-cases incoming header names, so lookups by this name only work lower-cased.
     requestIdHeader: api.request_id_header.toLowerCase(),

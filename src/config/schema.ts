@@ -72,7 +72,16 @@ export const restApiModuleSchema = z
       .int()
       .min(0)
       .default(1048576)
-      .describe('Maximum request body size in bytes; larger bodies get 413 `PAYLOAD_TOO_LARGE`'),
+      .describe(
+        'Maximum size in bytes of a request body the engine buffers (JSON, form, text, and other bodies that declare a length within it); larger ones get 413 `PAYLOAD_TOO_LARGE`. Other bodies stream to the handler (docs/streaming.md)',
+      ),
+    stream_body_limit: z
+      .int()
+      .min(0)
+      .default(0)
+      .describe(
+        'Maximum size in bytes of a request body streamed to the handler over its `request_body` channel; 0 = no limit. A declared length over it gets 413 `PAYLOAD_TOO_LARGE`; a stream that grows past it is cut and the handler\'s reader fails',
+      ),
     trust_proxy: z
       .boolean()
       .default(false)

@@ -22,6 +22,8 @@ export interface ApiConfig {
   concurrencyRequestLimit: number;
   cors?: CorsConfig;
   bodyLimitBytes: number;
+  /** Bound on a streamed request body; 0 = none (a number that survives the JSON hand-over to children). */
+  streamBodyLimitBytes: number;
   trustProxy: boolean;
   requestIdHeader: string;
   ignoreTrailingSlash: boolean;

@@ -14,6 +14,11 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   server → client  [4 resultOk, id, valueJson|null]
  *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
  *   server → client  [6 resultEngineError, id, code, message]
+ *   client → server  [7 channelAttach, version, cluster, secret, peerId, channelId, key, direction]
+ *                    instead of hello, on a connection of its own: joins a streaming channel held by
+ *                    the server (docs/streaming.md#across-the-cluster); answered with helloOk, after
+ *                    which the connection carries that channel's items (src/channels/tunnel-link.ts),
+ *                    or with reject ("not_found", "in_use", or why the handshake failed)
  *
  * - The deadline travels as the time left, since the peers' clocks are unrelated; the server
  *   rebuilds it on its own `performance.now()` clock.
@@ -48,6 +53,7 @@ const KIND = {
   resultOk: 4,
   resultWorkerError: 5,
   resultEngineError: 6,
+  channelAttach: 7,
 } as const;
 
 export interface HelloMessage {
@@ -70,7 +76,19 @@ export interface CallMessage {
   isVoid: boolean;
 }
 
-export type ClientMessage = HelloMessage | CallMessage;
+/** Opens a tunnel to one end of a channel the server holds (in place of a hello). */
+export interface ChannelAttachMessage {
+  kind: 'channelAttach';
+  version: number;
+  cluster: string;
+  secret: string;
+  peerId: string;
+  channelId: string;
+  key: string;
+  direction: 'read' | 'write';
+}
+
+export type ClientMessage = HelloMessage | CallMessage | ChannelAttachMessage;
 
 export type ServerMessage =
   | { kind: 'helloOk'; version: number }
@@ -80,6 +98,13 @@ export type ServerMessage =
 
 export function encodeHello(hello: Omit<HelloMessage, 'kind'>): Buffer {
   return encodeFrame([KIND.hello, hello.version, hello.cluster, hello.secret, hello.peerId], HELLO_MAX_FRAME_BYTES);
+}
+
+export function encodeChannelAttach(attach: Omit<ChannelAttachMessage, 'kind'>): Buffer {
+  return encodeFrame(
+    [KIND.channelAttach, attach.version, attach.cluster, attach.secret, attach.peerId, attach.channelId, attach.key, attach.direction],
+    HELLO_MAX_FRAME_BYTES,
+  );
 }
 
 export function encodeHelloOk(): Buffer {
@@ -151,6 +176,21 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
         throw malformed('call');
       }
       return { kind: 'call', id, functionId, data: new RawJson(data), remainingMs, requestId: requestId ?? undefined, isVoid };
+    }
+    case KIND.channelAttach: {
+      const [, version, cluster, secret, peerId, channelId, key, direction] = m;
+      if (
+        !isId(version) ||
+        !isString(cluster) ||
+        !isString(secret) ||
+        !isString(peerId) ||
+        !isString(channelId) ||
+        !isString(key) ||
+        (direction !== 'read' && direction !== 'write')
+      ) {
+        throw malformed('channel attach');
+      }
+      return { kind: 'channelAttach', version, cluster, secret, peerId, channelId, key, direction };
     }
     default:
       throw malformed(`frame: unknown client message kind ${String(m[0])}`);

@@ -9,7 +9,7 @@ import { toJson } from '../invocation/raw-json.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameWriter } from './forward-frames.js';
 import { listen } from '../net/listen.js';
 import { listenUnix } from './forward-listen.js';
-import type { CallMessage, ClientMessage } from './forward-messages.js';
+import type { CallMessage, ChannelAttachMessage, ClientMessage } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,
   HELLO_MAX_FRAME_BYTES,
@@ -37,7 +37,21 @@ export interface ForwardServerOptions {
   drainTimeoutMs?: number;
   /** A peer asks to retire a worker connection held here (RETIRE_WORKER_FUNCTION). */
   onRetire?: (workerId: string, reattachToken: string) => void;
+  /**
+   * A peer joins a streaming channel held here for a worker whose channel socket landed on it:
+   * `refused` with why, or `attach` to hand the socket over once it has been told yes.
+   */
+  onChannelAttach?: (request: ChannelAttachRequest) => ChannelAttachDecision;
 }
+
+export interface ChannelAttachRequest {
+  channelId: string;
+  key: string;
+  direction: 'read' | 'write';
+  peerId: string;
+}
+
+export type ChannelAttachDecision = { refused: 'not_found' | 'in_use' } | { attach: (socket: Socket) => void };
 
 interface PeerConnection {
   socket: Socket;
@@ -204,6 +218,10 @@ export class ForwardServer {
       else this.reject(connection, 'second hello on a connection');
       return;
     }
+    if (message.kind === 'channelAttach') {
+      this.onChannelAttach(connection, message);
+      return;
+    }
     if (message.kind !== 'hello') {
       this.reject(connection, 'call before the handshake');
       return;
@@ -219,6 +237,38 @@ export class ForwardServer {
     clearTimeout(connection.helloTimer);
     connection.writer.write(encodeHelloOk());
     this.logger.debug({ remote: connection.remote, peerId: message.peerId }, 'forward connection accepted');
+  }
+
+  /**
+   * A connection that carries one channel end: authenticated like any peer, then, once told yes, no
+   * longer this server's (no calls, not drained): the channel owns the socket until either side ends.
+   */
+  private onChannelAttach(connection: PeerConnection, message: ChannelAttachMessage): void {
+    const reason = this.checkHello(message.version, message.cluster, message.secret);
+    if (reason !== undefined) {
+      this.reject(connection, reason, message.peerId);
+      return;
+    }
+    const decision = this.options.onChannelAttach?.({
+      channelId: message.channelId,
+      key: message.key,
+      direction: message.direction,
+      peerId: message.peerId,
+    }) ?? { refused: 'not_found' as const };
+    if ('refused' in decision) {
+      this.reject(connection, decision.refused, message.peerId);
+      return;
+    }
+    connection.state = 'closed';
+    clearTimeout(connection.helloTimer);
+    this.connections.delete(connection);
+    const { socket } = connection;
+    socket.removeAllListeners('data');
+    socket.removeAllListeners('close');
+    socket.removeAllListeners('error');
+    connection.writer.flush();
+    socket.write(encodeHelloOk());
+    decision.attach(socket);
   }
 
   private checkHello(version: number, cluster: string, secret: string): string | undefined {

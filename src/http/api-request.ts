@@ -62,18 +62,23 @@ export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRe
 /**
  * The request as the worker's JSON: an untouched body's own text is spliced in (one JSON pass less
  * per request, most of the cost for large bodies). The worker parses the same values; `body` comes
- * last. The other fields are fixed: middleware may patch only the ApiRequest's own keys.
+ * last. The other fields are fixed: middleware may patch only the ApiRequest's own keys. `extra` is
+ * more members as JSON text (the handler's channel refs), added after the request's own.
  */
-export function apiRequestJson(request: ApiRequest): string {
+export function apiRequestJson(request: ApiRequest, extra?: string): string {
   const bodyJson = (request as WithUntouchedBody)[UNTOUCHED_BODY];
-  if (bodyJson === undefined) return JSON.stringify(request);
+  const tail = extra === undefined ? '' : `,${extra}`;
+  if (bodyJson === undefined) {
+    const json = JSON.stringify(request);
+    return tail === '' ? json : `${json.slice(0, -1)}${tail}}`;
+  }
   const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = request;
   const json = JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip });
-  return `${json.slice(0, -1)},"body":${bodyJson}}`;
+  return `${json.slice(0, -1)}${tail},"body":${bodyJson}}`;
 }
 
 /** The request as invocation data: JSON text, so an untouched body is never parsed again. */
-export const apiRequestData = (request: ApiRequest): RawJson => new RawJson(apiRequestJson(request));
+export const apiRequestData = (request: ApiRequest, extra?: string): RawJson => new RawJson(apiRequestJson(request, extra));
 
 /** Header names are lower-case (Node gives them so); repeated headers are joined with ", ". */
 export function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {

@@ -17,6 +17,34 @@ export function hasBody(req: IncomingMessage): boolean {
 }
 
 /**
+ * Which bodies the engine buffers and parses, and which it streams to the handler untouched
+ * (docs/streaming.md#request-bodies): JSON, form and text bodies are buffered (up to the body limit)
+ * and parsed into `body`; so is any other body that declares a length within the body limit (its
+ * `body` is base64). The rest (no declared length, or a larger one) stream over the handler's
+ * `request_body` channel, bounded by the stream limit, with `body: null`. Either way the raw bytes
+ * are on the channel.
+ */
+export type BodyPlan = 'none' | 'buffer' | 'stream' | 'too_large';
+
+export function planBody(req: IncomingMessage, bodyLimitBytes: number, streamLimitBytes: number): BodyPlan {
+  if (!hasBody(req)) return 'none';
+  if (bodyKind(req.headers['content-type']) !== 'binary') return 'buffer';
+  const declared = req.headers['content-length'];
+  if (declared === undefined) return 'stream';
+  const length = Number(declared);
+  if (length <= bodyLimitBytes) return 'buffer';
+  return streamLimitBytes > 0 && length > streamLimitBytes ? 'too_large' : 'stream';
+}
+
+/** How a content type's body is decoded: parsed JSON, a form, text, or bytes (base64). */
+function bodyKind(contentType: string | undefined): 'json' | 'form' | 'text' | 'binary' {
+  const type = mediaType(contentType);
+  if (type === 'application/json' || type.endsWith('+json')) return 'json';
+  if (type === 'application/x-www-form-urlencoded') return 'form';
+  return type.startsWith('text/') ? 'text' : 'binary';
+}
+
+/**
  * `onRefused` runs synchronously when the read fails, before the result is delivered: the connection
  * is then unusable, and later requests parsed on it must see that before their own code resumes.
  */
@@ -111,8 +139,8 @@ export function searchParamsToObject(params: URLSearchParams): Record<string, st
 
 export function decodeBody(bytes: Buffer, contentType: string | undefined): BodyDecodeResult {
   if (bytes.length === 0) return { ok: true, body: null };
-  const type = mediaType(contentType);
-  if (type === 'application/json' || type.endsWith('+json')) {
+  const kind = bodyKind(contentType);
+  if (kind === 'json') {
     const text = bytes.toString('utf8');
     try {
       JSON.parse(text);
@@ -124,9 +152,7 @@ export function decodeBody(bytes: Buffer, contentType: string | undefined): Body
     }
     return { ok: true, json: text };
   }
-  if (type === 'application/x-www-form-urlencoded') {
-    return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };
-  }
-  if (type.startsWith('text/')) return { ok: true, body: bytes.toString('utf8') };
+  if (kind === 'form') return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };
+  if (kind === 'text') return { ok: true, body: bytes.toString('utf8') };
   return { ok: true, body: bytes.toString('base64') };
 }

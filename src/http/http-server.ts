@@ -1,29 +1,34 @@
 import { createServer, STATUS_CODES } from 'node:http';
 import { listen } from '../net/listen.js';
-import type { Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ApiConfig } from '../config/types.js';
 import type { HttpErrorCode } from '../errors.js';
+import { FramingGuard } from './framing-guard.js';
 import type { HttpPipeline } from './pipeline.js';
 import { resolveRequestId } from './request-id.js';
 import { errorReply } from './response.js';
 
 /** Headers must arrive within this (slowloris bound), whatever the request deadline. */
-const HEADERS_TIMEOUT_MS = 10_000;
-const MAX_HEADER_BYTES = 16 * 1024;
+export const HEADERS_TIMEOUT_MS = 10_000;
+export const MAX_HEADER_BYTES = 16 * 1024;
 /**
  * How often Node checks headersTimeout and requestTimeout. Its default (30 s) let a client trickling
  * headers hold a connection for up to 30 s whatever headersTimeout said; once a second keeps the
  * bound within a second of what docs/http.md promises, for one pass over the open connections.
  */
-const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+export const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
 /** The HTTP listener: binds, hands requests to the pipeline, drains on close. */
 export class HttpServer {
   private readonly server: Server;
   private closing: Promise<void> | undefined;
+  /** Each connection's responses not yet finished, in request order (docs/http.md#framing). */
+  private readonly unfinished = new WeakMap<Socket, ServerResponse[]>();
+  /** Connections being refused: nothing more they send reaches Node's parser. */
+  private readonly refusing = new WeakSet<Duplex>();
 
   constructor(
     private readonly config: ApiConfig,
@@ -33,8 +38,10 @@ export class HttpServer {
     this.server = createServer(
       {
         headersTimeout: Math.min(HEADERS_TIMEOUT_MS, config.defaultTimeoutMs + 1000),
-        // The pipeline answers a slow body itself (408) within the deadline; this is the backstop.
-        requestTimeout: config.defaultTimeoutMs + 5000,
+        // No whole-request timer: the pipeline answers a slow body it reads itself (408) within the
+        // request deadline, and a body streamed to a handler may take as long as the handler reads it
+        // (docs/streaming.md#timeouts); Node's timer would cut a long upload mid-stream.
+        requestTimeout: 0,
         connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
         maxHeaderSize: MAX_HEADER_BYTES,
         keepAliveTimeout: 5000,
@@ -42,6 +49,71 @@ export class HttpServer {
       pipeline.handle,
     );
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.refuse(err, socket));
+    this.server.on('connection', (socket: Socket) => this.guard(socket));
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.track(req.socket, res));
+  }
+
+  /**
+   * Puts a FramingGuard between the socket and Node's parser: Node gets only the bytes of requests
+   * the guard frames the same way; at the first one it refuses, the connection stops being read and
+   * is answered 400 `MALFORMED_REQUEST` after the responses to the requests before it.
+   */
+  private guard(socket: Socket): void {
+    const [nodeOnData] = socket.listeners('data') as ((chunk: Buffer) => void)[];
+    if (nodeOnData === undefined) return;
+    socket.removeListener('data', nodeOnData);
+    const guard = new FramingGuard();
+    socket.on('data', (chunk: Buffer) => {
+      if (this.refusing.has(socket)) return;
+      const verdict = guard.scan(chunk);
+      if (verdict.ok) {
+        nodeOnData.call(socket, chunk);
+        return;
+      }
+      this.refusing.add(socket);
+      if (verdict.offset > 0) nodeOnData.call(socket, chunk.subarray(0, verdict.offset));
+      socket.pause();
+      // The reason goes to the log; the client gets the stable code and message every refusal gets.
+      this.logger.info({ reason: verdict.reason, remoteAddress: socket.remoteAddress }, 'request refused: ambiguous framing');
+      this.afterResponses(socket, () => this.writeRefusal(socket, 'MALFORMED_REQUEST'));
+    });
+  }
+
+  private track(socket: Socket, res: ServerResponse): void {
+    let list = this.unfinished.get(socket);
+    if (list === undefined) {
+      list = [];
+      this.unfinished.set(socket, list);
+    }
+    list.push(res);
+    const done = (): void => {
+      const at = list.indexOf(res);
+      if (at !== -1) list.splice(at, 1);
+    };
+    res.once('finish', done);
+    res.once('close', done);
+  }
+
+  /**
+   * Runs `then` once the responses to every request received whole on `socket` are finished (at once
+   * when there are none): those requests came before the refused bytes. A request whose body was
+   * still arriving is the refused one itself; it gets no answer of its own.
+   */
+  private afterResponses(socket: Socket | Duplex, then: () => void): void {
+    const list = this.unfinished.get(socket as Socket) ?? [];
+    const last = [...list].reverse().find((res) => res.req.complete);
+    if (last === undefined) {
+      then();
+      return;
+    }
+    let done = false;
+    const once = (): void => {
+      if (done) return;
+      done = true;
+      then();
+    };
+    last.once('finish', once);
+    last.once('close', once);
   }
 
   /**
@@ -50,15 +122,28 @@ export class HttpServer {
    * closed, so nothing after the refused bytes is ever parsed as another request.
    */
   private refuse(err: NodeJS.ErrnoException, socket: Duplex): void {
-    // As Node's own handler: never write into a response that is already on the wire.
-    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
-    if (!socket.writable || err.code === 'ECONNRESET' || inFlight?.headersSent === true) {
+    if (!socket.writable || err.code === 'ECONNRESET') {
       socket.destroy();
       return;
     }
+    if (this.refusing.has(socket)) return;
+    this.refusing.add(socket);
+    socket.pause();
     const code = clientErrorCode(err.code);
-    const requestId = resolveRequestId(undefined);
     const message = code === 'REQUEST_TIMEOUT' ? 'Request headers were not received in time' : undefined;
+    this.logger.debug({ parserError: err.code, code }, 'request refused before parsing completed');
+    // Requests parsed before the refused bytes are answered first, in order (a pipelined garbage line
+    // must not cost the request before it its response).
+    this.afterResponses(socket, () => this.writeRefusal(socket, code, message));
+  }
+
+  /** The error envelope with a generated request id, then the connection is closed. */
+  private writeRefusal(socket: Duplex, code: HttpErrorCode, message?: string): void {
+    if (socket.destroyed || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const requestId = resolveRequestId(undefined);
     const reply = errorReply(code, requestId, message === undefined ? {} : { message });
     const body = reply.body as string;
     const head = [
@@ -69,7 +154,6 @@ export class HttpServer {
       `content-length: ${Buffer.byteLength(body)}`,
     ];
     socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
-    this.logger.debug({ parserError: err.code, code, requestId }, 'request refused before parsing completed');
   }
 
   async start(): Promise<number> {

@@ -4,15 +4,19 @@ import type { Logger } from 'pino';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
 import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
-import type { MiddlewareCall, PhaseOutcome } from '../middleware/middleware-runner.js';
-import { MiddlewareRunner } from '../middleware/middleware-runner.js';
+import type { MiddlewareCall, PhaseOutcome } from './middleware-runner.js';
+import { MiddlewareRunner } from './middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
 import type { ApiRequest } from './api-request.js';
 import { apiRequestData, apiRequestWithJsonBody, clientIp, flattenHeaders } from './api-request.js';
-import { decodeBody, readBody, searchParamsToObject } from './body.js';
+import { decodeBody, planBody, readBody, searchParamsToObject } from './body.js';
 import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
 import { resolveRequestId } from './request-id.js';
+import type { ChannelRegistry } from '../channels/channel-registry.js';
+import type { HandlerAnswer, RequestBodySource } from './request-channels.js';
+import { RequestChannels } from './request-channels.js';
+import type { StreamEnd } from './response-stream.js';
 import type { HttpReply } from './response.js';
 import { errorReply, writeReply } from './response.js';
 import { failureReply, outcomeReply, responseReply, RETRY_AFTER_SECONDS, sentResponse } from './replies.js';
@@ -23,6 +27,8 @@ export interface PipelineDeps {
   invoker: Invoker;
   logger: Logger;
   metrics?: EngineMetrics;
+  /** Where handlers' `request_body` and `response` channels live (docs/streaming.md); none: no channels. */
+  channels?: ChannelRegistry;
   /**
    * When set, every response carries `x-switchyard-served-by: <peer>; forwarded=<bool>` (opt-in
    * with SWITCHYARD_SERVED_BY_HEADER=1: tells operators and benchmarks which process answered).
@@ -63,10 +69,15 @@ interface RequestState {
   finished: boolean;
   /** Where the handler ran: this process's worker or a peer's (access log, metrics). */
   trace: InvocationTrace;
+  /** The body as the handler's request_body channel gets it (set once the body was planned). */
+  bodySource: RequestBodySource | undefined;
 }
 
 /** What the handler (or a middleware standing in for it) answered, before it becomes HTTP. */
-type HandlerAnswer = { kind: 'response'; value: unknown } | { kind: 'reply'; reply: HttpReply };
+type PostHandlerAnswer = { kind: 'response'; value: unknown } | { kind: 'reply'; reply: HttpReply };
+
+/** A streamed body is not decoded: `body` is null and the bytes are on the request_body channel. */
+const STREAMED_BODY = { ok: true, body: null } as const;
 
 /**
  * The request lifecycle (docs/http.md): admission → CORS → route match → body → condition →
@@ -113,6 +124,7 @@ export class HttpPipeline {
       admitted: false,
       finished: false,
       trace: { forwarded: false },
+      bodySource: undefined,
     };
     this.run(state)
       .catch((err: unknown) => {
@@ -152,16 +164,30 @@ export class HttpPipeline {
     const path = q === -1 ? url : url.slice(0, q);
     if (!path.startsWith('/')) return this.finish(state, errorReply('INVALID_PATH', requestId));
 
-    const read = await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now(), () => markClosing(req.socket));
-    if (!read.ok) {
+    const plan = planBody(req, this.config.bodyLimitBytes, this.config.streamBodyLimitBytes);
+    if (plan === 'too_large') {
       state.closeConnection = true;
-      if (read.code === 'ABORTED') return this.abort(state);
-      return this.finish(state, errorReply(read.code, requestId));
+      markClosing(req.socket);
+      return this.finish(state, errorReply('PAYLOAD_TOO_LARGE', requestId));
+    }
+    let decoded: ReturnType<typeof decodeBody> = STREAMED_BODY;
+    if (plan === 'stream') {
+      // Read only by the handler's request_body channel, if at all (finish() closes the connection
+      // of a request whose body was not read to its end).
+      state.bodySource = { kind: 'streamed', req };
+    } else {
+      const read = await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now(), () => markClosing(req.socket));
+      if (!read.ok) {
+        state.closeConnection = true;
+        if (read.code === 'ABORTED') return this.abort(state);
+        return this.finish(state, errorReply(read.code, requestId));
+      }
+      state.bodySource = { kind: 'buffered', bytes: read.bytes };
+      decoded = decodeBody(read.bytes, req.headers['content-type']);
     }
     // An earlier request on this connection left its body unread (413, 408): what the parser found
     // after it is not a request the engine will serve (docs/http.md#bodies).
     if (isClosing(req.socket)) return this.abandon(state);
-    const decoded = decodeBody(read.bytes, req.headers['content-type']);
     if (!decoded.ok) return this.finish(state, errorReply(decoded.code, requestId, decoded.message === undefined ? {} : { message: decoded.message }));
 
     const headers = flattenHeaders(req.headers);
@@ -213,15 +239,14 @@ export class HttpPipeline {
       }
     }
 
-    const outcome = await this.deps.invoker.invoke(route.functionId, apiRequestData(apiRequest), {
-      deadline: state.deadline,
-      requestId,
-      trace: state.trace,
-    });
+    const answer = await this.invokeHandler(state, route.functionId, apiRequest);
+    if (answer.kind === 'streaming') return this.streamed(state, answer.ended);
+    if (answer.kind === 'empty') return this.finish(state, { status: answer.status, headers: answer.headers, body: undefined });
+    const outcome = answer.outcome;
     if (!outcome.ok) return this.finish(state, await this.handlerFailure(state, outcome.failure, matchedRoute));
 
     const postIds = this.selectIds(routing, 'postHandler', apiRequest.path);
-    let answer: HandlerAnswer = { kind: 'response', value: outcome.value };
+    let posted: PostHandlerAnswer = { kind: 'response', value: outcome.value };
     if (postIds.length > 0) {
       const post = await this.middleware.run(
         postIds,
@@ -234,9 +259,36 @@ export class HttpPipeline {
       if (post.kind === 'failed' && post.timedOut) {
         return this.finish(state, await this.timeoutReply(state, `deadline passed in postHandler middleware ${post.functionId}`, matchedRoute));
       }
-      answer = this.answerFromPhase(state, 'postHandler', post) ?? answer;
+      posted = this.answerFromPhase(state, 'postHandler', post) ?? posted;
     }
-    this.finish(state, answer.kind === 'reply' ? answer.reply : responseReply(answer.value, requestId));
+    this.finish(state, posted.kind === 'reply' ? posted.reply : responseReply(posted.value, requestId));
+  }
+
+  /** Calls the handler with its request_body and response channels, when this engine has channels. */
+  private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest): Promise<HandlerAnswer> {
+    const registry = this.deps.channels;
+    const options = { deadline: state.deadline, requestId: state.requestId, trace: state.trace };
+    if (registry === undefined) {
+      return { kind: 'outcome', outcome: await this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options) };
+    }
+    const headOnly = state.req.method === 'HEAD';
+    const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes);
+    return channels.answer(this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options), state.deadline);
+  }
+
+  /**
+   * The handler's response is streaming: it is on the wire already, so nothing else may answer. The
+   * request counts against the concurrency limit no longer (a stream may last for hours; the limit
+   * bounds work in progress, not open streams); it is logged when the stream ends.
+   */
+  private streamed(state: RequestState, ended: Promise<StreamEnd>): void {
+    state.finished = true;
+    void ended.then((end) => {
+      this.deps.metrics?.streamEnded(end.complete ? 'complete' : 'cut');
+      this.log(state, end.status);
+      if (!end.complete) this.deps.logger.info({ requestId: state.requestId, reason: end.reason }, 'response stream cut before its end');
+      this.onResponse(state, { status: end.status, headers: [], body: undefined });
+    });
   }
 
   private selectIds(routing: RoutingState, phase: MiddlewarePhase, path: string): readonly string[] {
@@ -266,7 +318,7 @@ export class HttpPipeline {
   }
 
   /** `respond` becomes the answer; a failure becomes 500 MIDDLEWARE_FAILED; `continue` is undefined. */
-  private answerFromPhase(state: RequestState, phase: MiddlewarePhase, outcome: PhaseOutcome): HandlerAnswer | undefined {
+  private answerFromPhase(state: RequestState, phase: MiddlewarePhase, outcome: PhaseOutcome): PostHandlerAnswer | undefined {
     if (outcome.kind === 'continue') return undefined;
     if (outcome.kind === 'respond') return { kind: 'response', value: outcome.response };
     this.deps.logger.warn(
@@ -350,7 +402,8 @@ export class HttpPipeline {
     if (this.deps.servedBy !== undefined) {
       state.engineHeaders['x-switchyard-served-by'] = `${this.deps.servedBy}; forwarded=${String(state.trace.forwarded)}`;
     }
-    if (state.closeConnection) {
+    // A streamed body not read to its end leaves the connection unusable for another request.
+    if (state.closeConnection || (state.bodySource?.kind === 'streamed' && !req.complete)) {
       state.engineHeaders.connection = 'close';
       closeAfterReply(req);
     }

@@ -21,7 +21,11 @@ const ENGINE_OWNED = new Set(['content-length', 'transfer-encoding', 'connection
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function addHeader(out: [string, string][], name: string, value: unknown): string | undefined {
+/**
+ * Adds one handler-set header to `out` (lower-cased), or says why it is invalid. Headers the engine
+ * owns (framing, connection) are dropped silently.
+ */
+export function addResponseHeader(out: [string, string][], name: string, value: unknown): string | undefined {
   if (!TOKEN.test(name)) return `invalid header name ${JSON.stringify(name)}`;
   let text: string;
   if (typeof value === 'string') text = value;
@@ -41,7 +45,7 @@ function mapHeaders(raw: unknown, out: [string, string][]): string | undefined {
       if (typeof item !== 'string') return 'headers array items must be "Name: value" strings';
       const colon = item.indexOf(':');
       if (colon <= 0) return `header ${JSON.stringify(item)} is not "Name: value"`;
-      const problem = addHeader(out, item.slice(0, colon).trim(), item.slice(colon + 1).trim());
+      const problem = addResponseHeader(out, item.slice(0, colon).trim(), item.slice(colon + 1).trim());
       if (problem !== undefined) return problem;
     }
     return undefined;
@@ -50,7 +54,7 @@ function mapHeaders(raw: unknown, out: [string, string][]): string | undefined {
     for (const [name, value] of Object.entries(raw)) {
       const values = Array.isArray(value) ? value : [value];
       for (const v of values) {
-        const problem = addHeader(out, name, v);
+        const problem = addResponseHeader(out, name, v);
         if (problem !== undefined) return problem;
       }
     }

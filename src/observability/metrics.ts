@@ -18,7 +18,14 @@ export interface MetricSources {
   routes(): number;
   tableVersion(): number;
   inFlight(): number;
+  openChannels(): number;
+  telemetrySockets(): number;
 }
+
+/** How a streamed HTTP response ended (docs/streaming.md). */
+export type StreamOutcome = 'complete' | 'cut';
+/** A channel socket joined to another process (docs/streaming.md#across-the-cluster). */
+export type ChannelLinkResult = 'opened' | 'refused' | 'failed';
 
 export class EngineMetrics {
   readonly registry = new Registry();
@@ -30,6 +37,11 @@ export class EngineMetrics {
   private readonly frozen: Counter;
   private readonly graceWaits: Histogram<'outcome'>;
   private readonly middleware: Histogram<'phase' | 'outcome'>;
+  private readonly streams: Counter<'outcome'>;
+  private readonly telemetryFrames: Counter<'kind' | 'outcome'>;
+  private readonly telemetryBytes: Counter<'kind'>;
+  private readonly telemetryThrottles: Counter;
+  private readonly channelLinks: Counter<'result'>;
   /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
   private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
   /** The table's route patterns at its last rebuild (retainRoutes); undefined until the first one. */
@@ -84,6 +96,32 @@ export class EngineMetrics {
       help: 'Time spent in middleware calls, by phase and outcome',
       labelNames: ['phase', 'outcome'],
       buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    new Gauge({ name: 'switchyard_channels_open', help: 'Streaming channels held by this process (request bodies, responses, worker-to-worker)', registers, collect() { this.set(sources.openChannels()); } });
+    this.streams = new Counter({
+      name: 'switchyard_http_streams_total',
+      help: 'HTTP responses streamed from a response channel, by how they ended: complete, or cut (worker died, handler failed, client left)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    new Gauge({ name: 'switchyard_telemetry_sockets', help: 'Workers\' telemetry sockets (/otel) connected', registers, collect() { this.set(sources.telemetrySockets()); } });
+    this.telemetryFrames = new Counter({
+      name: 'switchyard_telemetry_frames_total',
+      help: 'Telemetry frames received on /otel: accepted (handed to the exporter), dropped (no exporter, or its queue full), malformed (not an OTLP/MTRC/LOGS binary frame)',
+      labelNames: ['kind', 'outcome'],
+      registers,
+    });
+    this.telemetryBytes = new Counter({ name: 'switchyard_telemetry_bytes_total', help: 'Bytes of telemetry frames received on /otel', labelNames: ['kind'], registers });
+    this.telemetryThrottles = new Counter({
+      name: 'switchyard_telemetry_throttled_total',
+      help: 'Times a telemetry socket was paused because the process read more telemetry than its budget',
+      registers,
+    });
+    this.channelLinks = new Counter({
+      name: 'switchyard_channel_links_total',
+      help: 'Worker channel sockets joined to the process holding the channel: opened, refused (unknown or used key), failed (peer unreachable)',
+      labelNames: ['result'],
       registers,
     });
     // The primary asks children for their metrics over IPC; this registers the child's answer.
@@ -156,6 +194,24 @@ export class EngineMetrics {
   /** A GraceObserver (src/invocation/grace-invoker.ts). */
   waited(outcome: 'served' | 'expired' | 'deadline', waitedMs: number): void {
     this.graceWaits.observe({ outcome }, waitedMs / 1000);
+  }
+
+  streamEnded(outcome: StreamOutcome): void {
+    this.streams.inc({ outcome });
+  }
+
+  /** A TelemetryCounters (src/workers/telemetry-intake.ts). */
+  telemetryFrame(kind: string, outcome: 'accepted' | 'dropped' | 'malformed', bytes: number): void {
+    this.telemetryFrames.inc({ kind, outcome });
+    this.telemetryBytes.inc({ kind }, bytes);
+  }
+
+  telemetryThrottled(): void {
+    this.telemetryThrottles.inc();
+  }
+
+  channelLink(result: ChannelLinkResult): void {
+    this.channelLinks.inc({ result });
   }
 
   middlewareCall(phase: string, outcome: 'continue' | 'respond' | 'failed', seconds: number): void {

@@ -31,6 +31,17 @@ export function normalizeTrailingSlash(path: string, ignoreTrailingSlash: boolea
   return path.slice(0, end);
 }
 
+/**
+ * A worker's api_path or scope path as iii 0.22.1 reads it: the leading slash is optional
+ * (`test/hello` is `/test/hello`) and several leading slashes count as one; the rest stays as written
+ * (inner and trailing slashes are significant). Applied where workers register, not on the bus.
+ */
+export function normalizeApiPath(path: string): string {
+  let start = 0;
+  while (path.charCodeAt(start) === 47 /* / */) start++;
+  return `/${path.slice(start)}`;
+}
+
 export function parsePathPattern(source: string, ignoreTrailingSlash: boolean): PatternParseResult {
   if (typeof source !== 'string' || !source.startsWith('/')) {
     return { ok: false, message: 'api_path must be a string starting with "/"' };

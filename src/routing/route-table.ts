@@ -1,5 +1,5 @@
 import type { MiddlewareConfig } from '../config/types.js';
-import { MiddlewareIndex } from '../middleware/scope-index.js';
+import { MiddlewareIndex } from './middleware-index.js';
 import type { PathPattern } from './path-pattern.js';
 import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint, TriggerRecord } from './registrations.js';
 import { compareRegistration } from './registrations.js';

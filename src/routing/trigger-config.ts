@@ -1,6 +1,6 @@
 import type { MiddlewarePhase } from '../config/types.js';
 import type { PathPattern } from './path-pattern.js';
-import { parsePathPattern } from './path-pattern.js';
+import { normalizeApiPath, parsePathPattern } from './path-pattern.js';
 
 /** The two trigger types the HTTP module adds (http-module.md §6), validated at registration. */
 export interface HttpTriggerConfig {
@@ -92,6 +92,19 @@ function validateMiddleware(config: Record<string, unknown>, ignoreTrailingSlash
     middleware.scopePath = scopePath;
   }
   return { ok: true, spec: { type: 'http_middleware', middleware } };
+}
+
+/**
+ * A trigger config as a worker sent it, with its paths normalized as iii does (normalizeApiPath):
+ * `api_path` of an http trigger, `scope.path` of an http_middleware one. Other values are left for
+ * validateTrigger to judge.
+ */
+export function normalizeTriggerPaths(triggerType: string, config: Record<string, unknown>): Record<string, unknown> {
+  if (triggerType === 'http' && typeof config.api_path === 'string') return { ...config, api_path: normalizeApiPath(config.api_path) };
+  if (triggerType === 'http_middleware' && isObject(config.scope) && typeof config.scope.path === 'string') {
+    return { ...config, scope: { ...config.scope, path: normalizeApiPath(config.scope.path) } };
+  }
+  return config;
 }
 
 export function validateTrigger(

@@ -1,11 +1,12 @@
 import { performance } from 'node:perf_hooks';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import type { WorkerConnection } from './worker-connection.js';
 import type { WorkerHub } from './worker-hub.js';
 
 /** Invokes functions served by workers connected to this process. */
 export class LocalInvoker implements Invoker {
-  constructor(private readonly hub: WorkerHub) {}
+  constructor(private readonly hub: WorkerHub<WorkerConnection>) {}
 
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
     const connection = this.hub.pickOwner(functionId);

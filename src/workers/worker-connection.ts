@@ -16,24 +16,15 @@ import type {
   WireError,
 } from '../protocol/messages.js';
 import type { FunctionRecord, TriggerRecord } from '../routing/registrations.js';
-import { validateTrigger } from '../routing/trigger-config.js';
+import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
 import { PendingInvocations } from './pending-invocations.js';
-import type { WorkerHub } from './worker-hub.js';
+import type { EngineFunction, EngineFunctions } from './engine-functions.js';
+import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
 import { WorkerOutbound } from './worker-outbound.js';
 
-/** What a worker tells about itself through `engine::workers::register` (shown by the admin view). */
-export interface WorkerInfo {
-  name?: string;
-  runtime?: string;
-  version?: string;
-  os?: string;
-  pid?: number;
-  description?: string;
-}
-
 export interface WorkerConnectionDeps {
-  hub: WorkerHub;
+  hub: WorkerHub<WorkerConnection>;
   invoker: Invoker;
   logger: Logger;
   ignoreTrailingSlash: boolean;
@@ -43,15 +34,23 @@ export interface WorkerConnectionDeps {
   onReattach?: () => void;
   /**
    * A worker reattached here whose previous connection is not on this process: the cluster finds
-   * the peer that holds it and retires it there (src/engine.ts). Returns how many peers were asked.
+   * the peer that holds it and retires it there (src/cluster/membership.ts). Returns how many peers were asked.
    */
   retireElsewhere?: (previousWorkerId: string, reattachToken: string) => number;
   /** A worker was dropped by the heartbeat (metrics). */
   onFrozen?: () => void;
+  /** Functions the engine serves itself (`engine::…`); a call to one never reaches the invoker. */
+  engineFunctions: EngineFunctions;
 }
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
 export const REGISTER_WORKER_FUNCTION = 'engine::workers::register';
+
+/** engine::workers::register: the worker tells who it is (name, runtime, version, os, pid). */
+export const registerWorkerFunction: EngineFunction = (data, caller) => {
+  caller.recordInfo(data);
+  return { ok: true, value: undefined };
+};
 
 const WIRE_CODE_FOR_ENGINE_FAILURE: Record<EngineFailureCode, WireErrorCode> = {
   FUNCTION_UNAVAILABLE: 'function_not_found',
@@ -79,7 +78,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * One worker's WebSocket: decodes its frames, keeps exactly what it registered, and owns the
  * invocations pending on it, settling every one of them when the socket goes away.
  */
-export class WorkerConnection {
+export class WorkerConnection implements HubMember {
   readonly id = randomUUID();
   readonly reattachToken = randomUUID();
   readonly connectedAt = Date.now();
@@ -276,7 +275,8 @@ export class WorkerConnection {
   }
 
   private registerTrigger(message: RegisterTriggerMessage): void {
-    const validation = validateTrigger(message.trigger_type, message.config, this.deps.ignoreTrailingSlash);
+    const config = normalizeTriggerPaths(message.trigger_type, message.config);
+    const validation = validateTrigger(message.trigger_type, config, this.deps.ignoreTrailingSlash);
     if (!validation.ok) {
       this.logger.warn(
         { triggerId: message.id, triggerType: message.trigger_type, code: validation.code, reason: validation.message },
@@ -307,11 +307,13 @@ export class WorkerConnection {
 
   private handleInvoke(message: InvokeFunctionMessage): void {
     const invocationId = message.invocation_id;
-    if (message.function_id === REGISTER_WORKER_FUNCTION) {
-      this.recordInfo(message.data);
-      if (invocationId !== undefined && message.action?.type !== 'void') {
-        this.send(encodeInvocationResult(invocationId, message.function_id, { ok: true, value: undefined }));
-      }
+    const engineFunction = this.deps.engineFunctions.get(message.function_id);
+    if (engineFunction !== undefined) {
+      void this.deps.engineFunctions.call(engineFunction, message.data, this).then((result) => {
+        if (invocationId !== undefined && message.action?.type !== 'void') {
+          this.send(encodeInvocationResult(invocationId, message.function_id, result));
+        }
+      });
       return;
     }
     if (invocationId === undefined || message.action?.type === 'void') {
@@ -338,7 +340,8 @@ export class WorkerConnection {
       .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'));
   }
 
-  private recordInfo(data: unknown): void {
+  /** What the worker told about itself through engine::workers::register. */
+  recordInfo(data: unknown): void {
     if (!isRecord(data)) return;
     const info: WorkerInfo = {};
     if (typeof data.name === 'string') info.name = data.name;

@@ -1,7 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { DepartedWorker, FunctionRecord, OwnerSnapshot, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
 import type { SnapshotSource } from '../routing/route-table.js';
-import type { WorkerConnection } from './worker-connection.js';
 
 const tokensEqual = (a: string, b: string): boolean => {
   const x = Buffer.from(a);
@@ -12,8 +11,34 @@ const tokensEqual = (a: string, b: string): boolean => {
 /** At most this many departed workers are kept per process (memory bound under churn). */
 const MAX_DEPARTED = 1024;
 
-interface Owners {
-  connections: WorkerConnection[];
+/** What a worker tells about itself through `engine::workers::register` (shown by the admin view). */
+export interface WorkerInfo {
+  name?: string;
+  runtime?: string;
+  version?: string;
+  os?: string;
+  pid?: number;
+  description?: string;
+}
+
+/**
+ * What the hub reads of a connection. WorkerConnection is the one implementation; the hub is generic
+ * over it so that it never imports the connection (which imports the hub), and tests pass plain objects.
+ */
+export interface HubMember {
+  readonly id: string;
+  readonly reattachToken: string;
+  readonly connectedAt: number;
+  readonly functions: ReadonlyMap<string, FunctionRecord>;
+  readonly triggers: ReadonlyMap<string, TriggerRecord>;
+  readonly info: WorkerInfo;
+  readonly isOpen: boolean;
+  /** Removes the connection at once on behalf of its reattached successor. */
+  retire(): void;
+}
+
+interface Owners<C> {
+  connections: C[];
   next: number;
 }
 
@@ -22,9 +47,9 @@ interface Owners {
  * It answers "which local socket serves function X" for the invoker and builds this owner's snapshot
  * for the route table (memoised by version, so a burst of registrations builds it once).
  */
-export class WorkerHub implements SnapshotSource {
-  private readonly connections = new Map<string, WorkerConnection>();
-  private readonly owners = new Map<string, Owners>();
+export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSource {
+  private readonly connections = new Map<string, C>();
+  private readonly owners = new Map<string, Owners<C>>();
   private version = 0;
   private cached: OwnerSnapshot | undefined;
   private seq = 0;
@@ -44,11 +69,11 @@ export class WorkerHub implements SnapshotSource {
     return this.connections.size;
   }
 
-  all(): IterableIterator<WorkerConnection> {
+  all(): IterableIterator<C> {
     return this.connections.values();
   }
 
-  get(workerId: string): WorkerConnection | undefined {
+  get(workerId: string): C | undefined {
     return this.connections.get(workerId);
   }
 
@@ -62,7 +87,7 @@ export class WorkerHub implements SnapshotSource {
     return ++this.seq;
   }
 
-  add(connection: WorkerConnection): void {
+  add(connection: C): void {
     this.connections.set(connection.id, connection);
   }
 
@@ -70,7 +95,7 @@ export class WorkerHub implements SnapshotSource {
    * Removes a connection and exactly what it registered; other connections' entries are untouched.
    * Within the reconnect grace its registrations are kept as departed, then dropped.
    */
-  remove(connection: WorkerConnection): void {
+  remove(connection: C): void {
     if (this.connections.get(connection.id) !== connection) return;
     this.connections.delete(connection.id);
     for (const functionId of connection.functions.keys()) this.unindex(functionId, connection);
@@ -79,7 +104,7 @@ export class WorkerHub implements SnapshotSource {
     this.changed();
   }
 
-  private keepDeparted(connection: WorkerConnection): void {
+  private keepDeparted(connection: C): void {
     // Bounded: under heavy churn the oldest departed worker is forgotten first (its grace cut short).
     if (this.departed.size >= MAX_DEPARTED) {
       const [oldestId, oldest] = this.departed.entries().next().value as [string, { timer: NodeJS.Timeout }];
@@ -111,7 +136,7 @@ export class WorkerHub implements SnapshotSource {
     return 'retired';
   }
 
-  functionAdded(connection: WorkerConnection, functionId: string): void {
+  functionAdded(connection: C, functionId: string): void {
     let owners = this.owners.get(functionId);
     if (owners === undefined) {
       owners = { connections: [], next: 0 };
@@ -121,7 +146,7 @@ export class WorkerHub implements SnapshotSource {
     this.changed();
   }
 
-  functionRemoved(connection: WorkerConnection, functionId: string): void {
+  functionRemoved(connection: C, functionId: string): void {
     this.unindex(functionId, connection);
     this.changed();
   }
@@ -139,7 +164,7 @@ export class WorkerHub implements SnapshotSource {
    * A local connection serving the function, balanced round-robin over replicas. A socket that is
    * already closing (its close frame arrived, cleanup not run yet) is passed over for an open one.
    */
-  pickOwner(functionId: string): WorkerConnection | undefined {
+  pickOwner(functionId: string): C | undefined {
     const owners = this.owners.get(functionId);
     if (owners === undefined) return undefined;
     const list = owners.connections;
@@ -171,7 +196,7 @@ export class WorkerHub implements SnapshotSource {
     return this.cached;
   }
 
-  private unindex(functionId: string, connection: WorkerConnection): void {
+  private unindex(functionId: string, connection: C): void {
     const owners = this.owners.get(functionId);
     if (owners === undefined) return;
     const index = owners.connections.indexOf(connection);

@@ -6,13 +6,21 @@ import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
-import type WebSocket from 'ws';
+import type { RemoteChannelOpener } from '../channels/channel-endpoint.js';
+import { CHANNEL_PATH_PREFIX, ChannelEndpoint } from '../channels/channel-endpoint.js';
+import type { ChannelRegistry } from '../channels/channel-registry.js';
 import type { WorkersConfig } from '../config/types.js';
+import { HEADERS_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS } from '../http/http-server.js';
 import type { WorkerConnectionDeps } from './worker-connection.js';
 import { WorkerConnection } from './worker-connection.js';
+import type { TelemetryCounters, TelemetrySink } from './telemetry-intake.js';
+import { TelemetryIntake } from './telemetry-intake.js';
 
 /** Close code for a worker refused at the door (wrong or missing token). */
 export const CLOSE_UNAUTHORIZED = 4401;
+/** A refused socket whose client does not answer our close frame is cut after this long. */
+const REFUSED_CLOSE_GRACE_MS = 1000;
+
 /** WebSocket "going away": the SDK reconnects, ideally to another process. */
 export const CLOSE_GOING_AWAY = 1001;
 
@@ -35,23 +43,42 @@ function tokenMatches(header: string | undefined, expected: string): boolean {
 /** The heartbeat interval is split into this many ticks, each pinging a tenth of the workers. */
 const HEARTBEAT_SLICES = 10;
 
+/** The channel endpoint's parts: this process's channels, and how to reach other processes' channels. */
+export interface WorkerServerChannels {
+  registry: ChannelRegistry;
+  openRemote?: RemoteChannelOpener;
+}
+
+/** The /otel socket's parts: counters, and the sink that takes decoded frames (none: all dropped). */
+export interface WorkerServerTelemetry {
+  counters?: TelemetryCounters;
+  sink?: TelemetrySink;
+}
+
 /**
- * The worker port: `/` is the iii worker protocol; `/otel` is where iii-sdk sends its telemetry
- * (accepted and discarded, so SDK defaults work unchanged); anything else is refused with 404.
+ * The worker port: `/` is the iii worker protocol; `/ws/channels/{id}` joins a streaming channel
+ * (docs/streaming.md); `/otel` is where iii-sdk sends its telemetry (authenticated like `/`, bounded,
+ * handed on or dropped: telemetry-intake.ts); anything else is refused with 404.
  */
 export class WorkerServer {
   private readonly server: Server;
   private readonly wss: WebSocketServer;
-  private readonly telemetrySockets = new Set<WebSocket>();
+  private readonly telemetry: TelemetryIntake;
   private closing: Promise<void> | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  private readonly channelEndpoint: ChannelEndpoint | undefined;
 
   constructor(
     private readonly config: WorkersConfig,
     private readonly deps: WorkerConnectionDeps,
     private readonly logger: Logger,
+    channels?: WorkerServerChannels,
+    telemetry: WorkerServerTelemetry = {},
   ) {
-    this.server = createServer((_req, res) => {
+    this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
+    // An upgrade's headers must arrive within the bound an HTTP request's must (http-server.ts).
+    const headersTimeout = Math.min(HEADERS_TIMEOUT_MS, deps.workerCallTimeoutMs + 1000);
+    this.server = createServer({ headersTimeout, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, (_req, res) => {
       res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
       res.end('This port speaks the iii worker protocol over WebSocket.\n');
     });
@@ -59,6 +86,19 @@ export class WorkerServer {
     this.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) =>
       this.handleUpgrade(request, socket, head),
     );
+    if (channels !== undefined) {
+      this.channelEndpoint = new ChannelEndpoint(
+        channels.registry,
+        (request, socket, head, done) => this.wss.handleUpgrade(request, socket, head, done),
+        logger.child({ module: 'channels' }),
+        channels.openRemote,
+      );
+    }
+  }
+
+  /** Telemetry sockets connected (metrics). */
+  get telemetrySockets(): number {
+    return this.telemetry.size;
   }
 
   async start(): Promise<number> {
@@ -87,6 +127,7 @@ export class WorkerServer {
         if (connection.heartbeatSlot % HEARTBEAT_SLICES !== slice) continue;
         if (connection.heartbeat(maxSilentTicks, intervalMs)) this.deps.onFrozen?.();
       }
+      if (slice === 0) this.telemetry.heartbeat(maxSilentTicks);
     }, intervalMs / HEARTBEAT_SLICES);
     this.heartbeatTimer.unref();
   }
@@ -97,31 +138,29 @@ export class WorkerServer {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
-    if (path === '/otel' || path.startsWith('/otel/')) {
-      this.wss.handleUpgrade(request, socket, head, (ws) => this.acceptTelemetry(ws));
+    if (this.channelEndpoint !== undefined && path.startsWith(CHANNEL_PATH_PREFIX)) {
+      this.channelEndpoint.handleUpgrade(request, socket, head);
       return;
     }
-    if (path !== '/' && path !== '') {
+    const telemetry = path === '/otel' || path.startsWith('/otel/');
+    if (!telemetry && path !== '/' && path !== '') {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
     this.wss.handleUpgrade(request, socket, head, (ws) => {
       const remoteAddress = request.socket.remoteAddress ?? 'unknown';
       const token = this.config.authToken;
+      // /otel obeys the same token as / (iii's worker port runs the same gate on both).
       if (token !== undefined && !tokenMatches(request.headers.authorization, token)) {
-        this.logger.warn({ remoteAddress }, 'worker refused: missing or invalid token');
+        this.logger.warn({ remoteAddress, path: telemetry ? '/otel' : '/' }, 'worker refused: missing or invalid token');
         ws.close(CLOSE_UNAUTHORIZED, 'unauthorized: missing or invalid worker token');
+        // A client that never answers the close cannot hold the socket for ws's 30 s close timeout.
+        setTimeout(() => ws.terminate(), REFUSED_CLOSE_GRACE_MS).unref();
         return;
       }
-      new WorkerConnection(ws, this.deps, remoteAddress, socket).start();
+      if (telemetry) this.telemetry.attach(ws, socket);
+      else new WorkerConnection(ws, this.deps, remoteAddress, socket).start();
     });
-  }
-
-  private acceptTelemetry(ws: WebSocket): void {
-    this.telemetrySockets.add(ws);
-    ws.on('message', () => undefined);
-    ws.on('error', () => undefined);
-    ws.on('close', () => this.telemetrySockets.delete(ws));
   }
 
   /** Closes every worker with 1001 so SDKs reconnect elsewhere, then the listener. Idempotent. */
@@ -129,7 +168,7 @@ export class WorkerServer {
     this.closing ??= (async () => {
       clearInterval(this.heartbeatTimer);
       for (const connection of this.deps.hub.all()) connection.close(CLOSE_GOING_AWAY, 'engine shutting down');
-      for (const ws of this.telemetrySockets) ws.close(CLOSE_GOING_AWAY, 'engine shutting down');
+      this.telemetry.close(CLOSE_GOING_AWAY, 'engine shutting down');
       const deadline = setTimeout(() => {
         for (const client of this.wss.clients) client.terminate();
       }, graceMs);

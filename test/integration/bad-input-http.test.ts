@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
-import { http } from '../support/http.js';
+import { http, waitForEveryProcess } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
 import type { RawResponse } from '../support/raw-http.js';
@@ -32,6 +32,11 @@ import { RawWorker } from '../support/raw-worker.js';
 //   "prototype pollution through patches"; unit: middleware-merge.test.ts, body.test.ts
 // - spoofed X-Forwarded-For (and Forwarded, X-Real-IP) with trust_proxy off → ip is the peer: here;
 //   http-request.test.ts "ignores X-Forwarded-For …" and, for trust_proxy on, "takes ip from …"
+// Issue 18, on a two-process engine (the last describe): Transfer-Encoding other than exactly
+// `chunked` (lists, case and whitespace variants) and request lines with extra spaces → 400 and a
+// close, nothing reaches a handler, a hidden request is never served; a valid POST pipelined before a
+// garbage line, an ambiguous Transfer-Encoding or a bad request line gets its response first, in
+// order, then the 400. Unit: framing-guard.test.ts.
 const TIMEOUT_MS = 2000;
 /** http-server.ts: headers must arrive within min(10 s, default_timeout + 1 s), checked every second. */
 const HEADERS_TIMEOUT_MS = TIMEOUT_MS + 1000;
@@ -426,7 +431,8 @@ describe('HTTP bad input', () => {
       expect(seen.context).toStrictEqual({});
       expect(seen.body).toBeNull();
       expect(Object.keys(seen).sort()).toEqual(
-        ['body', 'context', 'headers', 'ip', 'method', 'path', 'path_params', 'query_params', 'request_id', 'trigger'].sort(),
+        // request_body and response: the handler's channel refs (docs/streaming.md), as iii sends them.
+        ['body', 'context', 'headers', 'ip', 'method', 'path', 'path_params', 'query_params', 'request_body', 'request_id', 'response', 'trigger'].sort(),
       );
       expect(JSON.stringify(seen)).not.toContain('polluted');
     }
@@ -518,5 +524,77 @@ describe('HTTP bad input', () => {
     );
     expect(JSON.parse(twice!.text).ip).toBe('127.0.0.1');
     await keepsServing();
+  });
+});
+
+// Issue 18 (hardening the front doors), on a two-process engine: framing a front proxy could read
+// differently is refused with 400 and a close before anything reaches a handler, and a refused
+// request pipelined after a valid one costs the valid one nothing: its response comes first, in order.
+describe('HTTP bad input: ambiguous framing and pipelined refusals (two processes)', () => {
+  let engine: EngineHandle;
+  let worker: RawWorker;
+  const seen: string[] = [];
+
+  beforeAll(async () => {
+    engine = await startEngine({ cluster: { processes: 2 }, logLevel: 'info' });
+    worker = await RawWorker.connect(engine.workerUrl);
+    for (const [id, method, path] of [['fr::pay', 'POST', '/fr/pay'], ['fr::get', 'GET', '/fr/:name']] as const) {
+      worker.route(id, method, path);
+      worker.serve(id, (req: { path: string; body: unknown }) => {
+        seen.push(req.path);
+        return { status_code: 200, headers: { 'content-type': 'application/json' }, body: { path: req.path, body: req.body } };
+      });
+    }
+    await worker.sync();
+    // The route reaches the other child over IPC after sync: wait until both children answer it.
+    await waitForEveryProcess(`${engine.httpUrl}/fr/probe`, 2);
+  });
+  afterAll(async () => {
+    await worker?.close();
+    await engine?.stop();
+  });
+
+  const HIDDEN = 'GET /fr/smuggled HTTP/1.1\r\nHost: x\r\n\r\n';
+  const PAY = 'POST /fr/pay HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n';
+  const refused: [string, string][] = [
+    ['Transfer-Encoding: identity, chunked', `${PAY}Transfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['Transfer-Encoding:<TAB>chunked', `${PAY}Transfer-Encoding:\tchunked\r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['Transfer-Encoding: CHUNKED', `${PAY}Transfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['Transfer-Encoding: Chunked', `${PAY}Transfer-Encoding: Chunked\r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['Transfer-Encoding: chunked<SP> (trailing space)', `${PAY}Transfer-Encoding: chunked \r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['Transfer-Encoding:<SP><SP>chunked', `${PAY}Transfer-Encoding:  chunked\r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['Transfer-Encoding: gzip, chunked', `${PAY}Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n${HIDDEN}`],
+    ['a request line with two spaces after the method', `GET  /fr/double HTTP/1.1\r\nHost: x\r\n\r\n${HIDDEN}`],
+    ['a request line with two spaces before the version', `GET /fr/double  HTTP/1.1\r\nHost: x\r\n\r\n${HIDDEN}`],
+  ];
+
+  it.each(refused)('refuses %s with 400 MALFORMED_REQUEST and a close; nothing reaches a handler', async (what, text) => {
+    const before = seen.length;
+    const responses = await rawHttp(engine.httpUrl, text);
+    expect(responses.map((r) => r.status), what).toEqual([400]);
+    expect(responses[0]?.headers.connection).toBe('close');
+    expect(JSON.parse(responses[0]?.text ?? '{}').error.code).toBe('MALFORMED_REQUEST');
+    expect(seen.slice(before)).toEqual([]);
+  });
+
+  it('still serves exactly `Transfer-Encoding: chunked`, and the request pipelined after it', async () => {
+    const responses = await rawHttp(engine.httpUrl, `${PAY}Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /fr/after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    expect(responses.map((r) => [r.status, JSON.parse(r.text).path])).toEqual([
+      [200, '/fr/pay'],
+      [200, '/fr/after'],
+    ]);
+  });
+
+  it.each([
+    ['a garbage line', 'GARBAGE\r\n\r\n'],
+    ['an ambiguous Transfer-Encoding', `${PAY}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n`],
+    ['a request line with two spaces', 'GET  /fr/late HTTP/1.1\r\nHost: x\r\n\r\n'],
+  ])('answers a valid POST pipelined before %s first, then 400 and the close', async (_what, bad) => {
+    const before = seen.length;
+    const responses = await rawHttp(engine.httpUrl, `${PAY}Content-Length: 5\r\n\r\nhello${bad}`);
+    expect(responses.map((r) => r.status)).toEqual([200, 400]);
+    expect(JSON.parse(responses[0]?.text ?? '{}')).toEqual({ path: '/fr/pay', body: 'hello' });
+    expect(responses[1]?.headers.connection).toBe('close');
+    expect(seen.slice(before)).toEqual(['/fr/pay']);
   });
 });

@@ -17,6 +17,10 @@
  * - Thousands of routes from one worker: here (5,000, servable, and all gone on disconnect).
  * - Worker token: worker-protocol.test.ts "worker token" checks a missing token and the right one;
  *   here: wrong tokens and schemes, the exact reason, nothing registered by a refused socket.
+ * - Issue 18, on a two-process engine (the last describe): /otel refused without the token (4401);
+ *   its frames decoded by prefix and counted; a silent /otel socket dropped by the heartbeat; an
+ *   upgrade whose headers trickle in closed with 408 within the bound of slow HTTP headers; 100
+ *   sockets flooding /otel keep each child under 150 MB while HTTP keeps answering.
  */
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
@@ -30,6 +34,9 @@ import type { EngineHandle } from '../support/processes.js';
 import { spawnManaged, startEngine } from '../support/processes.js';
 import { RawWorker, UUID_V4 } from '../support/raw-worker.js';
 import { awaitLogLines, logLines, waitUntil } from '../support/logs.js';
+import { sampleRss } from '../support/proc.js';
+import { request } from 'undici';
+import WebSocket from 'ws';
 
 const MAX_FRAME_BYTES = 64 * 1024;
 const UNAUTHORIZED_REASON = 'unauthorized: missing or invalid worker token';
@@ -579,4 +586,146 @@ describe('worker token on the upgrade', () => {
     await waitForStatus(`${engine.httpUrl}/tok/accepted`, (s) => s === 404);
     expect((await http(`${engine.httpUrl}/tok/good`)).json()).toBe('good');
   });
+});
+
+// Issue 18 (hardening the front doors), on a two-process engine with a worker token: /otel obeys
+// the token and the heartbeat like /, its frames are decoded and counted, a flood of telemetry is
+// held to a per-process budget (each child under 150 MB with 100 hostile sockets), and an upgrade
+// whose headers trickle in is closed within the bound of slow HTTP headers.
+/** 100 authenticated /otel sockets, each sending 48 KiB telemetry frames as fast as its socket takes them. */
+const FLOOD = `
+import WebSocket from 'ws';
+const frame = Buffer.concat([Buffer.from('OTLP'), Buffer.alloc(48 * 1024, 0x7b)]);
+let open = 0;
+for (let i = 0; i < Number(process.env.SOCKETS); i++) {
+  const ws = new WebSocket(process.env.URL, { headers: { authorization: 'Bearer ' + process.env.TOKEN } });
+  ws.on('error', () => {});
+  ws.on('open', () => {
+    if (++open === Number(process.env.SOCKETS)) console.log('flooding');
+    const pump = () => {
+      while (ws.readyState === WebSocket.OPEN && ws.bufferedAmount < 1024 * 1024) ws.send(frame);
+      if (ws.readyState === WebSocket.OPEN) setTimeout(pump, 5);
+    };
+    pump();
+  });
+}
+`;
+
+describe('the worker port under hostile clients (two processes)', () => {
+  const TOKEN = 'otel-s3cret';
+  const DEFAULT_TIMEOUT_MS = 2000;
+  let engine: EngineHandle;
+  let bystander: RawWorker;
+  let children: number[];
+
+  const otel = (headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` }): WebSocket => new WebSocket(`${engine.workerUrl}/otel`, { headers });
+  const metric = async (name: string, labels = ''): Promise<number> => {
+    const text = await (await request(`${engine.adminUrl}/metrics`)).body.text();
+    return text
+      .split('\n')
+      .filter((line) => line.startsWith(name) && line.includes(labels) && !line.startsWith('#'))
+      .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+  };
+
+  beforeAll(async () => {
+    engine = await startEngine({
+      cluster: { processes: 2 },
+      api: { default_timeout: DEFAULT_TIMEOUT_MS },
+      workers: { auth_token: TOKEN, heartbeat_interval_ms: 300, heartbeat_timeout_ms: 1000 },
+    });
+    bystander = await RawWorker.connect(engine.workerUrl, { authorization: `Bearer ${TOKEN}` });
+    bystander.route('hostile::ok', 'GET', '/hostile/ok');
+    bystander.serve('hostile::ok', () => ({ status_code: 200, body: 'ok' }));
+    await bystander.sync();
+    await waitForStatus(`${engine.httpUrl}/hostile/ok`, (s) => s === 200);
+    const ready = (await (await request(`${engine.adminUrl}/readyz`)).body.json()) as { children: { pid: number }[] };
+    children = ready.children.map((c) => c.pid);
+  });
+  afterAll(async () => {
+    await bystander?.close();
+    await engine?.stop();
+  });
+
+  it('refuses /otel without the worker token with 4401, as it refuses /', async () => {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
+      const ws = otel(headers);
+      const [code, reason] = (await once(ws, 'close')) as [number, Buffer];
+      expect([code, reason.toString()]).toEqual([4401, UNAUTHORIZED_REASON]);
+    }
+    const ws = otel();
+    await once(ws, 'open');
+    ws.close();
+  });
+
+  it('decodes /otel frames by prefix and counts them; anything else is malformed', async () => {
+    const before = {
+      traces: await metric('switchyard_telemetry_frames_total', 'kind="traces"'),
+      malformed: await metric('switchyard_telemetry_frames_total', 'outcome="malformed"'),
+    };
+    const ws = otel();
+    await once(ws, 'open');
+    for (const prefix of ['OTLP', 'MTRC', 'LOGS']) ws.send(Buffer.concat([Buffer.from(prefix), Buffer.from('{"resourceSpans":[]}')]));
+    ws.send(Buffer.from('JUNKnot telemetry'));
+    ws.send('{"text":"frames are not telemetry"}');
+    await waitUntil(async () => (await metric('switchyard_telemetry_frames_total', 'outcome="malformed"')) >= before.malformed + 2, 5000, 'the frames to be counted');
+    expect(await metric('switchyard_telemetry_frames_total', 'kind="traces"')).toBe(before.traces + 1);
+    expect(await metric('switchyard_telemetry_frames_total', 'kind="metrics",outcome="dropped"')).toBeGreaterThanOrEqual(1);
+    ws.close();
+  });
+
+  it('drops a telemetry socket that answers no ping, as the heartbeat drops a frozen worker', async () => {
+    const { hostname, port } = new URL(engine.workerUrl);
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    socket.write(
+      `GET /otel HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nAuthorization: Bearer ${TOKEN}\r\n` +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+    );
+    // It answers no ping (the bytes it is sent are read and ignored, so the close can be seen):
+    // dropped after heartbeat_timeout_ms, plus at most two intervals.
+    socket.resume();
+    const started = performance.now();
+    await once(socket, 'close');
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+
+  it('closes an upgrade whose headers trickle in, within the bound of slow HTTP headers', async () => {
+    const { hostname, port } = new URL(engine.workerUrl);
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    socket.write('GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n');
+    const trickle = setInterval(() => socket.write('X-Slow: a\r\n'), 300);
+    const started = performance.now();
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    await once(socket, 'close');
+    clearInterval(trickle);
+    // min(10 s, default_timeout + 1 s), checked every second.
+    expect(performance.now() - started).toBeLessThan(DEFAULT_TIMEOUT_MS + 1000 + 1500);
+    expect(answer.startsWith('HTTP/1.1 408')).toBe(true);
+  });
+
+  it('keeps each child under 150 MB while 100 authenticated sockets flood /otel, and keeps serving', async () => {
+    const throttledBefore = await metric('switchyard_telemetry_throttled_total');
+    const peaks = sampleRss(children);
+    // The flood comes from a process of its own, so this one (and its latency probes) stay responsive.
+    const flood = spawnManaged(process.execPath, ['--input-type=module', '-e', FLOOD], { ...process.env, URL: `${engine.workerUrl}/otel`, TOKEN, SOCKETS: '100' });
+    await flood.stdout.waitFor((line) => line === 'flooding', 10_000, 'the flood to start');
+    const latencies: number[] = [];
+    const until = performance.now() + 5000;
+    while (performance.now() < until) {
+      const started = performance.now();
+      expect((await http(`${engine.httpUrl}/hostile/ok`)).status).toBe(200);
+      latencies.push(performance.now() - started);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    flood.child.kill('SIGKILL');
+    await flood.exited;
+    const peak = Math.max(...peaks.stop().values());
+    expect(peak).toBeLessThan(150);
+    expect(await metric('switchyard_telemetry_throttled_total')).toBeGreaterThan(throttledBefore);
+    expect(Math.max(...latencies)).toBeLessThan(1000);
+  }, 30_000);
 });

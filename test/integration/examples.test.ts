@@ -70,6 +70,28 @@ describe('examples against one engine', () => {
     });
   });
 
+  describe('sse-worker.mjs', () => {
+    let sse: ManagedProcess;
+    beforeAll(async () => {
+      sse = example('sse-worker.mjs', engine.workerUrl);
+      await waitForStatus(`${engine.httpUrl}/ticks?count=1`, (s) => s === 200, {}, WORKER_READY_MS);
+    });
+
+    it('streams GET /ticks?count=3 as three Server-Sent Events', async () => {
+      const res = await http(`${engine.httpUrl}/ticks?count=3`);
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toBe('text/event-stream');
+      const events = res.text.split('\n\n').filter(Boolean);
+      expect(events.map((event) => event.split('\n')[0])).toEqual(['id: 1', 'id: 2', 'id: 3']);
+      expect(JSON.parse((events[2] as string).split('data: ')[1] as string)).toMatchObject({ tick: 3 });
+    });
+
+    it('shuts down cleanly on SIGTERM, and its route goes away', async () => {
+      await expectCleanStop(sse);
+      await waitForStatus(`${engine.httpUrl}/ticks`, (s) => s === 404);
+    });
+  });
+
   describe('middleware-worker.mjs', () => {
     const TOKEN = 'example-token-7f3a';
     let mw: ManagedProcess;

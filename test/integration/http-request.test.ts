@@ -31,7 +31,8 @@ describe('ApiRequest with default config', () => {
     expect(res.status).toBe(200);
     const req = res.json();
     expect(Object.keys(req).sort()).toEqual(
-      ['body', 'context', 'headers', 'ip', 'method', 'path', 'path_params', 'query_params', 'request_id', 'trigger'].sort(),
+      // request_body and response: the handler's channel refs (docs/streaming.md), as iii sends them.
+      ['body', 'context', 'headers', 'ip', 'method', 'path', 'path_params', 'query_params', 'request_body', 'request_id', 'response', 'trigger'].sort(),
     );
     expect(req.path).toBe('/echo/42');
     expect(req.method).toBe('GET');

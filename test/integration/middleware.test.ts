@@ -540,7 +540,7 @@ describe('invalid http_middleware registrations (raw ws client)', () => {
       { phase: 'onRequest', scope: {} },
       { phase: 'onRequest', scope: ['/raw-mw'] },
       { phase: 'onRequest', scope: { path: 7 } },
-      { phase: 'onRequest', scope: { path: 'raw-mw' } },
+      { phase: 'onRequest', scope: { path: '/raw-mw/:1bad' } },
       { phase: 'onRequest', scope: { path: '/raw-mw?x=1' } },
       { phase: 'onRequest', scope: { path: '/raw-mw#f' } },
       { phase: 'onRequest', scope: { path: '/raw mw' } },

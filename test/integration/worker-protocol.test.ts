@@ -49,7 +49,7 @@ describe('worker protocol (raw ws client)', () => {
       ['queue', { topic: 'x' }, 'trigger_type_not_found'],
       ['http', { http_method: 'GET' }, 'invalid_trigger_config'],
       ['http', { api_path: '/x' }, 'invalid_trigger_config'],
-      ['http', { api_path: 'no-slash', http_method: 'GET' }, 'invalid_trigger_config'],
+      ['http', { api_path: 'query?in-path', http_method: 'GET' }, 'invalid_trigger_config'],
       ['http', { api_path: '/x', http_method: 'GE T' }, 'invalid_trigger_config'],
       ['http_middleware', { phase: 'sometimes' }, 'invalid_trigger_config'],
       ['http_middleware', { phase: 'onRequest', priority: 'high' }, 'invalid_trigger_config'],

@@ -45,3 +45,24 @@ export async function waitForStatus(
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/**
+ * Polls until `runs` requests in a row, each on a fresh connection, answer `accept`: the primary deals
+ * connections to the children round-robin, so a run of 2 × processes has asked every child.
+ */
+export async function waitForEveryProcess(
+  url: string,
+  processes: number,
+  accept: (status: number) => boolean = (s) => s === 200,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let run = 0;
+  for (;;) {
+    const res = await http(url, { headers: { connection: 'close' } });
+    run = accept(res.status) ? run + 1 : 0;
+    if (run >= processes * 2) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for every process to answer ${url}: last status ${res.status}`);
+    if (run === 0) await new Promise((r) => setTimeout(r, 25));
+  }
+}

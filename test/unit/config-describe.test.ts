@@ -26,6 +26,7 @@ describe('describeConfig', () => {
       'cors.allowed_origins',
       'cors.allowed_methods',
       'body_limit',
+      'stream_body_limit',
       'trust_proxy',
       'request_id_header',
       'ignore_trailing_slash',

@@ -40,6 +40,7 @@ const DEFAULTS: EngineConfig = {
     defaultTimeoutMs: 30000,
     concurrencyRequestLimit: 1024,
     bodyLimitBytes: 1048576,
+    streamBodyLimitBytes: 0,
     trustProxy: false,
     requestIdHeader: 'x-request-id',
     ignoreTrailingSlash: false,
@@ -107,6 +108,7 @@ describe('RestApiModule', () => {
         concurrency_request_limit: 10,
         cors: { allowed_origins: ['https://app.example.com', '*'], allowed_methods: ['get', 'Post', 'DELETE'] },
         body_limit: 0,
+        stream_body_limit: 1073741824,
         trust_proxy: true,
         request_id_header: 'X-Correlation-ID',
         ignore_trailing_slash: true,
@@ -125,6 +127,7 @@ describe('RestApiModule', () => {
       concurrencyRequestLimit: 10,
       cors: { allowedOrigins: ['https://app.example.com', '*'], allowedMethods: ['GET', 'POST', 'DELETE'] },
       bodyLimitBytes: 0,
+      streamBodyLimitBytes: 1073741824,
       trustProxy: true,
       requestIdHeader: 'x-correlation-id',
       ignoreTrailingSlash: true,
@@ -367,7 +370,7 @@ describe('unknown keys', () => {
       {
         path: `${apiPath()}.config.verbose`,
         message:
-          'unknown key; allowed keys are port, host, default_timeout, concurrency_request_limit, cors, body_limit, trust_proxy, request_id_header, ignore_trailing_slash, not_found_function, middleware',
+          'unknown key; allowed keys are port, host, default_timeout, concurrency_request_limit, cors, body_limit, stream_body_limit, trust_proxy, request_id_header, ignore_trailing_slash, not_found_function, middleware',
       },
     ]);
   });

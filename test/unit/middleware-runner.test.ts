@@ -5,8 +5,8 @@ import type { ApiRequest } from '../../src/http/api-request.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../../src/invocation/invoker.js';
 import { engineFailure } from '../../src/invocation/invoker.js';
 import { toJson } from '../../src/invocation/raw-json.js';
-import type { MiddlewareCall } from '../../src/middleware/middleware-runner.js';
-import { MiddlewareRunner } from '../../src/middleware/middleware-runner.js';
+import type { MiddlewareCall } from '../../src/http/middleware-runner.js';
+import { MiddlewareRunner } from '../../src/http/middleware-runner.js';
 
 // MiddlewareRunner (docs/middleware.md): one phase, in order, through an Invoker; continue merges
 // patches, respond ends the phase, anything else fails it.

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { MiddlewarePhase } from '../../src/config/types.js';
-import { MiddlewareIndex } from '../../src/middleware/scope-index.js';
+import { MiddlewareIndex } from '../../src/routing/middleware-index.js';
 import type { MiddlewareBinding, TriggerRecord } from '../../src/routing/registrations.js';
 import { RouteTable } from '../../src/routing/route-table.js';
 import { validateTrigger } from '../../src/routing/trigger-config.js';

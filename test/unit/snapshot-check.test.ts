@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkSnapshot } from '../../src/cluster/snapshot-check.js';
+import { checkSnapshot } from '../../src/bus/snapshot-check.js';
 import type { OwnerSnapshot, TriggerRecord } from '../../src/routing/registrations.js';
 import { validateTrigger } from '../../src/routing/trigger-config.js';
 import { RouteTable } from '../../src/routing/route-table.js';

@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Invoker } from '../../src/invocation/invoker.js';
 import { WorkerConnection } from '../../src/workers/worker-connection.js';
-import type { WorkerHub } from '../../src/workers/worker-hub.js';
+import { EngineFunctions } from '../../src/workers/engine-functions.js';
+import { WorkerHub } from '../../src/workers/worker-hub.js';
 
 /** A real ws pair over loopback; the engine side's TCP socket is wrapped to count cork/uncork. */
 async function connectedPair(): Promise<{ connection: WorkerConnection; client: WebSocket; socket: Socket; corks: () => number; server: Server }> {
@@ -28,8 +29,8 @@ async function connectedPair(): Promise<{ connection: WorkerConnection; client: 
     },
     uncork: () => socket.uncork(),
   };
-  const hub = { add: () => undefined, remove: () => undefined } as unknown as WorkerHub;
-  const deps = { hub, invoker: {} as Invoker, logger: pino({ level: 'silent' }), ignoreTrailingSlash: false, workerCallTimeoutMs: 1000 };
+  const hub = new WorkerHub<WorkerConnection>('p1');
+  const deps = { hub, invoker: {} as Invoker, logger: pino({ level: 'silent' }), ignoreTrailingSlash: false, workerCallTimeoutMs: 1000, engineFunctions: new EngineFunctions() };
   const connection = new WorkerConnection(ws, deps, '127.0.0.1', transport);
   return { connection, client, socket, corks: () => corks, server };
 }

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { FunctionRecord, TriggerRecord } from '../../src/routing/registrations.js';
 import { validateTrigger } from '../../src/routing/trigger-config.js';
-import type { WorkerConnection } from '../../src/workers/worker-connection.js';
+import type { HubMember } from '../../src/workers/worker-hub.js';
 import { WorkerHub } from '../../src/workers/worker-hub.js';
 
 /** Just what the hub reads of a connection. */
-function fakeConnection(id: string, functionIds: string[], routes: [string, string][] = []): WorkerConnection {
+function fakeConnection(id: string, functionIds: string[], routes: [string, string][] = [], retire = (): void => undefined): HubMember {
   const functions = new Map<string, FunctionRecord>(functionIds.map((fn) => [fn, { id: fn, workerId: id }]));
   const triggers = new Map<string, TriggerRecord>();
   for (const [fn, path] of routes) {
@@ -13,10 +13,10 @@ function fakeConnection(id: string, functionIds: string[], routes: [string, stri
     if (!v.ok) throw new Error(v.message);
     triggers.set(`t-${fn}`, { ...v.spec, id: `t-${fn}`, functionId: fn, workerId: id, registeredAt: 1, seq: 1 });
   }
-  return { id, functions, triggers, isOpen: true, connectedAt: 0, info: {}, reattachToken: `token-${id}` } as unknown as WorkerConnection;
+  return { id, functions, triggers, isOpen: true, connectedAt: 0, info: {}, reattachToken: `token-${id}`, retire };
 }
 
-function connect(hub: WorkerHub, connection: WorkerConnection): void {
+function connect(hub: WorkerHub, connection: HubMember): void {
   hub.add(connection);
   for (const fn of connection.functions.keys()) hub.functionAdded(connection, fn);
 }
@@ -78,9 +78,8 @@ describe('WorkerHub: departed workers', () => {
 describe('WorkerHub.retire', () => {
   it('retires a connection only with its own reattach token', () => {
     const hub = new WorkerHub('p1', 0);
-    const w = fakeConnection('w1', ['f']);
     const retire = vi.fn();
-    (w as unknown as { retire: () => void }).retire = retire;
+    const w = fakeConnection('w1', ['f'], [], retire);
     connect(hub, w);
     expect(hub.retire('w1', 'token-other')).toBe('wrong-token');
     expect(hub.retire('w1', 'tok')).toBe('wrong-token');

@@ -9,9 +9,9 @@ import { ClusterMetrics } from '../observability/metrics.js';
 import type { ChildBootstrap, ChildStatusMessage } from './child-messages.js';
 import type { AdminQueryMessage } from './child-messages.js';
 import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from './child-messages.js';
-import type { IpcChannel } from './ipc-channel.js';
-import { IpcRelay } from './ipc-relay.js';
-import { defaultNodeId } from './peer-id.js';
+import type { IpcChannel } from '../bus/ipc-channel.js';
+import { IpcRelay } from '../bus/ipc-relay.js';
+import { defaultNodeId } from '../cluster/peer-id.js';
 
 const RESTART_BASE_MS = 100;
 const RESTART_MAX_MS = 5000;
@@ -49,6 +49,8 @@ export interface PrimaryOptions {
   logger: Logger;
   configSource: string;
   drainGraceMs: number;
+  /** The Node.js flags of this process: children get them too, then cluster.child_node_args. */
+  execArgv: readonly string[];
   /** A child could not start before the cluster was ever ready: the process should exit 1. */
   onFatal: (code: string, message: string) => void;
 }
@@ -116,7 +118,7 @@ export class Primary {
 
   async start(): Promise<void> {
     this.adminPort = await this.admin.start();
-    cluster.setupPrimary({ execArgv: [...process.execArgv, ...this.options.config.cluster.childNodeArgs] });
+    cluster.setupPrimary({ execArgv: [...this.options.execArgv, ...this.options.config.cluster.childNodeArgs] });
     for (let index = 0; index < this.options.config.cluster.processes; index++) {
       const slot: Slot = { index, worker: undefined, channel: undefined, status: undefined, startedAt: 0, crashes: 0, restartTimer: undefined };
       this.slots.push(slot);

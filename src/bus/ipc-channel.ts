@@ -18,16 +18,3 @@ export interface TaggedBusMessage {
 export function isTaggedBusMessage(message: unknown): message is TaggedBusMessage {
   return typeof message === 'object' && message !== null && (message as { sy?: unknown }).sy === BUS_TAG;
 }
-
-/** The child's end of `node:cluster` IPC. */
-export function processChannel(proc: NodeJS.Process = process): IpcChannel {
-  return {
-    send: (message) => {
-      if (proc.connected && proc.send !== undefined) proc.send(message);
-    },
-    onMessage: (listener) => {
-      proc.on('message', listener);
-      return () => proc.off('message', listener);
-    },
-  };
-}

@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
 import type { MiddlewarePhase } from '../config/types.js';
-import type { ApiRequest } from '../http/api-request.js';
-import { apiRequestJson } from '../http/api-request.js';
+import type { ApiRequest } from './api-request.js';
+import { apiRequestJson } from './api-request.js';
 import { RawJson } from '../invocation/raw-json.js';
 import type { Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
-import { deepMerge, isPlainObject, MergeDepthError } from './merge.js';
-import { decodeMiddlewareResult } from './middleware-result.js';
+import { deepMerge, isPlainObject, MergeDepthError } from '../middleware/merge.js';
+import { decodeMiddlewareResult } from '../middleware/middleware-result.js';
 
 /** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
 export interface MiddlewareCall {

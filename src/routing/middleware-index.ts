@@ -1,7 +1,7 @@
 import type { MiddlewarePhase } from '../config/types.js';
-import type { MiddlewareBinding } from '../routing/registrations.js';
-import { compareRegistration } from '../routing/registrations.js';
-import { normalizeTrailingSlash, splitPath } from '../routing/path-pattern.js';
+import type { MiddlewareBinding } from './registrations.js';
+import { compareRegistration } from './registrations.js';
+import { normalizeTrailingSlash, splitPath } from './path-pattern.js';
 
 /**
  * Selects the middleware of a phase that cover a path (docs/middleware.md#scope), through a segment

@@ -1,0 +1,17 @@
+import type { Scenario } from '../lib/report.js';
+import { forwarded } from './forwarded.js';
+import { oneProcess } from './one-process.js';
+import { scaleMatch } from './scale-match.js';
+import { scaleRoutes } from './scale-routes.js';
+import { scaleWorkers } from './scale-workers.js';
+import { streaming } from './streaming.js';
+import { twoProcesses } from './two-processes.js';
+
+/**
+ * Every scenario of `npm run bench`, in run order. A scenario module exports a load group (subjects
+ * measured in alternation, rows pairing them with a target) or a check (its own rows): adding a
+ * subject — a peer to compare with — is one module and one line here.
+ */
+export function scenarios(): Scenario[] {
+  return [oneProcess(), twoProcesses(), forwarded(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
+}

@@ -1,0 +1,128 @@
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ChannelDirection, ChannelLimits } from './channel.js';
+import { Channel } from './channel.js';
+
+/** A channel end as iii-sdk receives it: `channel_id`, `access_key`, `direction`, as iii names them. */
+export interface ChannelRef {
+  channel_id: string;
+  access_key: string;
+  direction: ChannelDirection;
+}
+
+/** iii's defaults: a channel buffers 64 items (engine::channels::create may ask for up to 1,024). */
+export const DEFAULT_BUFFER_ITEMS = 64;
+export const MAX_BUFFER_ITEMS = 1024;
+/** Whatever the item count, a channel never queues more than this many bytes. */
+const MAX_QUEUED_BYTES = 1024 * 1024;
+/** A channel an end of which was never claimed is removed after this long (iii: 5 minutes). */
+export const UNCLAIMED_TTL_MS = 5 * 60_000;
+const SWEEP_INTERVAL_MS = 60_000;
+
+/** The queue bounds of a channel buffering `bufferItems` items (clamped to 1..MAX_BUFFER_ITEMS). */
+export function channelLimits(bufferItems = DEFAULT_BUFFER_ITEMS): ChannelLimits {
+  return { maxQueuedItems: Math.min(Math.max(1, bufferItems), MAX_BUFFER_ITEMS), maxQueuedBytes: MAX_QUEUED_BYTES };
+}
+
+/** The owner tag of a process: the first 12 hex digits of a hash of its peer id. */
+export function ownerTag(peerId: string): string {
+  return createHash('sha256').update(peerId).digest('hex').slice(0, 12);
+}
+
+/** Channel ids are `<owner tag>-<sequence>`: any process can tell which process holds a channel. */
+export function ownerTagOfChannel(channelId: string): string | undefined {
+  const dash = channelId.indexOf('-');
+  return dash === 12 ? channelId.slice(0, 12) : undefined;
+}
+
+const keysEqual = (a: string, b: string): boolean => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
+
+export type ClaimResult = { ok: true; channel: Channel } | { ok: false; reason: 'not_found' | 'in_use' };
+
+export interface CreateChannelOptions {
+  bufferItems?: number;
+  /** Bound on the bytes the writer may push (streamed request bodies). */
+  maxBytesIn?: number;
+  /**
+   * Expires when an end stays unclaimed for the TTL (engine::channels::create). Request channels do
+   * not: they are destroyed with their request.
+   */
+  expires?: boolean;
+}
+
+/**
+ * The channels this process holds, by id. Access is by id and key; each end is claimed once.
+ * Channels tied to an HTTP request are destroyed with it; the others (engine::channels::create)
+ * expire when an end stays unclaimed for UNCLAIMED_TTL_MS.
+ */
+export class ChannelRegistry {
+  readonly tag: string;
+  private readonly channels = new Map<string, { channel: Channel; createdAt: number; expires: boolean }>();
+  private sequence = 0;
+  private sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    peerId: string,
+    private readonly logger: Logger,
+    private readonly ttlMs = UNCLAIMED_TTL_MS,
+  ) {
+    this.tag = ownerTag(peerId);
+  }
+
+  get size(): number {
+    return this.channels.size;
+  }
+
+  /** A new channel and its key; `key` may be shared by the two channels of one request. */
+  create(options: CreateChannelOptions = {}, key: string = randomUUID()): Channel {
+    const limits = channelLimits(options.bufferItems);
+    const id = `${this.tag}-${(++this.sequence).toString(36)}`;
+    const channel = new Channel(id, key, limits, (done) => this.channels.delete(done.id), options.maxBytesIn);
+    this.channels.set(id, { channel, createdAt: Date.now(), expires: options.expires ?? false });
+    if (options.expires === true) this.startSweeping();
+    return channel;
+  }
+
+  /** The ref a worker gets for one end of a channel. */
+  static ref(channel: Channel, direction: ChannelDirection): ChannelRef {
+    return { channel_id: channel.id, access_key: channel.key, direction };
+  }
+
+  /** Checks id and key and that the end is still free; the caller then attaches to it. */
+  claim(id: string, key: string, direction: ChannelDirection): ClaimResult {
+    const entry = this.channels.get(id);
+    if (entry === undefined || !keysEqual(entry.channel.key, key)) return { ok: false, reason: 'not_found' };
+    if (entry.channel.isClaimed(direction) || entry.channel.isSettled) return { ok: false, reason: 'in_use' };
+    return { ok: true, channel: entry.channel };
+  }
+
+  /** Destroys every expiring channel with an end still unclaimed after the TTL. */
+  sweep(now = Date.now()): number {
+    let removed = 0;
+    for (const { channel, createdAt, expires } of [...this.channels.values()]) {
+      if (!expires || now - createdAt < this.ttlMs) continue;
+      if (channel.isClaimed('read') && channel.isClaimed('write')) continue;
+      channel.destroy('channel expired before both ends connected');
+      removed++;
+    }
+    if (removed > 0) this.logger.info({ removed }, 'unclaimed channels expired');
+    return removed;
+  }
+
+  /** Destroys every channel (shutdown). */
+  close(): void {
+    clearInterval(this.sweepTimer);
+    this.sweepTimer = undefined;
+    for (const { channel } of [...this.channels.values()]) channel.destroy('engine shutting down');
+  }
+
+  private startSweeping(): void {
+    if (this.sweepTimer !== undefined) return;
+    this.sweepTimer = setInterval(() => this.sweep(), Math.min(SWEEP_INTERVAL_MS, this.ttlMs));
+    this.sweepTimer.unref();
+  }
+}

@@ -1,0 +1,150 @@
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import type { Bus } from '../bus/bus.js';
+import { checkSnapshot } from '../bus/snapshot-check.js';
+import { RETIRE_WORKER_FUNCTION } from '../forwarding/forward-messages.js';
+import type { EngineMetrics } from '../observability/metrics.js';
+import type { PeerEndpoint } from '../routing/registrations.js';
+import type { RouteTable, SnapshotSource } from '../routing/route-table.js';
+import type { PeerIdentity } from './peer-id.js';
+import { incarnationOf } from './peer-id.js';
+import type { PeerPool } from './peer-pool.js';
+
+/** Registrations are published at most this often: a reconnect storm becomes a few snapshots. */
+const PUBLISH_COALESCE_MS = 5;
+/**
+ * A large snapshot also waits this many times what publishing the last one cost here (bounded by
+ * PUBLISH_MAX_DELAY_MS): every peer parses and applies each full snapshot, so a burst of 10,000
+ * registrations published every 5 ms made the sibling's work grow with the square of the table.
+ */
+const PUBLISH_COST_FACTOR = 10;
+const PUBLISH_MAX_DELAY_MS = 200;
+
+export interface MembershipOptions {
+  identity: PeerIdentity;
+  bus: Bus;
+  table: RouteTable;
+  /** This process's own registrations (the worker hub). */
+  local: SnapshotSource;
+  peers: PeerPool;
+  ignoreTrailingSlash: boolean;
+  metrics: EngineMetrics;
+  logger: Logger;
+}
+
+/**
+ * This process as a member of the cluster (docs/cluster.md): it joins the bus, applies the peers'
+ * snapshots to the table (checked first), drops peers that leave or restart, and publishes its own
+ * registrations, coalesced. The engine tells it when the local registrations change.
+ */
+export class ClusterMembership {
+  private endpointValue: PeerEndpoint | undefined;
+  private publishTimer: NodeJS.Timeout | undefined;
+  /** What the last publish cost this process (snapshot and send), in ms. */
+  private lastPublishCostMs = 0;
+  private closed = false;
+
+  constructor(private readonly options: MembershipOptions) {}
+
+  /** Where peers reach this process's forward listener, once joined. */
+  get endpoint(): PeerEndpoint | undefined {
+    return this.endpointValue;
+  }
+
+  get synced(): boolean {
+    return this.options.bus.synced;
+  }
+
+  /** Joins the bus (resolves once the view of every peer is loaded), then publishes this peer. */
+  async join(endpoint: PeerEndpoint): Promise<void> {
+    this.endpointValue = endpoint;
+    const { bus, table, metrics, ignoreTrailingSlash } = this.options;
+    const logger = this.options.logger;
+    await bus.start({
+      snapshot: (received) => {
+        const checked = checkSnapshot(received, ignoreTrailingSlash);
+        if (!checked.ok) {
+          logger.warn({ ownerId: received.ownerId, code: 'BUS_MALFORMED', reason: checked.reason }, 'peer snapshot refused');
+          return;
+        }
+        const snapshot = checked.snapshot;
+        if (table.endpointOf(snapshot.ownerId) === undefined) {
+          if (this.supersedeIncarnations(snapshot.ownerId) === 'stale') {
+            logger.debug({ peerId: snapshot.ownerId }, 'snapshot of an earlier incarnation of a restarted child ignored');
+            return;
+          }
+          logger.info({ peerId: snapshot.ownerId, endpoint: snapshot.endpoint }, 'peer joined');
+        }
+        table.applySnapshot(snapshot);
+        if (snapshot.publishedAt !== undefined) metrics.tableSyncLag((Date.now() - snapshot.publishedAt) / 1000);
+      },
+      peerGone: (peerId) => {
+        if (table.removeOwner(peerId)) logger.info({ peerId }, 'peer left');
+        this.options.peers.drop(peerId);
+      },
+    });
+    this.publishNow();
+  }
+
+  /** The local registrations changed: publish them soon (coalesced). */
+  localChanged(): void {
+    if (this.endpointValue === undefined || this.publishTimer !== undefined || this.closed) return;
+    const delayMs = Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * PUBLISH_COST_FACTOR));
+    this.publishTimer = setTimeout(() => {
+      this.publishTimer = undefined;
+      this.publishNow();
+    }, delayMs);
+  }
+
+  /**
+   * A worker reattached here; its previous connection is on another peer (or gone). Every peer whose
+   * snapshot lists that worker is asked to retire it; the token is checked there.
+   */
+  retireElsewhere(workerId: string, token: string): number {
+    let asked = 0;
+    for (const snapshot of this.options.table.snapshotsHeld()) {
+      if (snapshot.ownerId === this.options.local.ownerId) continue;
+      if (snapshot.workers?.some((worker) => worker.id === workerId) !== true) continue;
+      if (this.options.peers.fire(snapshot.ownerId, RETIRE_WORKER_FUNCTION, { worker_id: workerId, reattach_token: token })) asked++;
+    }
+    return asked;
+  }
+
+  /** Leaves the bus (peers stop sending here). Idempotent. */
+  async leave(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.publishTimer);
+    this.publishTimer = undefined;
+    await this.options.bus.close();
+  }
+
+  /**
+   * A peer id is node/index/epoch, and a node runs one child per index at a time: a later epoch means
+   * the child restarted and the earlier incarnation is dead. Dropping it now, not when its lease runs
+   * out, converges faster after a child crash (Redis mode; embedded drops it at once anyway). Returns
+   * 'stale' when the joining peer is itself the earlier incarnation (a dead child's key reloaded).
+   */
+  private supersedeIncarnations(peerId: string): 'live' | 'stale' {
+    const joining = incarnationOf(peerId);
+    if (joining === undefined) return 'live';
+    const { table, local } = this.options;
+    // An earlier incarnation of this very child (its key outlived it in Redis).
+    if (incarnationOf(local.ownerId)?.slot === joining.slot) return 'stale';
+    for (const held of [...table.ownerVersions().keys()]) {
+      const other = incarnationOf(held);
+      if (held === peerId || other?.slot !== joining.slot) continue;
+      if (other.startedMs > joining.startedMs) return 'stale';
+      if (table.removeOwner(held)) this.options.logger.info({ peerId: held, replacedBy: peerId }, 'peer replaced by a restarted incarnation');
+      this.options.peers.drop(held);
+    }
+    return 'live';
+  }
+
+  private publishNow(): void {
+    const endpoint = this.endpointValue;
+    if (endpoint === undefined || this.closed) return;
+    const started = performance.now();
+    this.options.bus.publish({ ...this.options.local.snapshot(), endpoint, publishedAt: Date.now() });
+    this.lastPublishCostMs = performance.now() - started;
+  }
+}

@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Channel } from '../channels/channel.js';
+import type { ChannelRegistry } from '../channels/channel-registry.js';
+import type { InvocationOutcome } from '../invocation/invoker.js';
+import type { StreamEnd } from './response-stream.js';
+import { ResponseStream } from './response-stream.js';
+
+/**
+ * The two channels iii gives every HTTP handler (docs/streaming.md): `request_body`, which the engine
+ * writes (the body it buffered, or the live upload) and the worker reads, and `response`, which the
+ * worker writes and the engine turns into the HTTP response. Kept out of the pipeline: it asks for
+ * the refs, hands over the handler's outcome, and gets back what to answer.
+ */
+
+/** What the body of this request is, for the channel (http/body.ts decides). */
+export type RequestBodySource = { kind: 'buffered'; bytes: Buffer } | { kind: 'streamed'; req: IncomingMessage };
+
+/** What the pipeline does after the handler (or its stream) answered. */
+export type HandlerAnswer =
+  /** The handler's outcome decides, as without streaming (a buffered ApiResponse, or a failure). */
+  | { kind: 'outcome'; outcome: InvocationOutcome }
+  /** The worker closed its response channel without a body: an empty response with what it set. */
+  | { kind: 'empty'; status: number; headers: [string, string][] }
+  /** The response is being streamed; `ended` settles when it is over. */
+  | { kind: 'streaming'; ended: Promise<StreamEnd> };
+
+/**
+ * After a handler returned nothing, how long the engine waits for its response channel to open
+ * (bounded by the request deadline): iii-sdk's writer connects when first used, so a stream started
+ * just before the handler returned may connect just after its result arrives.
+ */
+export const RESPONSE_ATTACH_GRACE_MS = 2000;
+
+export class RequestChannels {
+  private readonly requestBody: Channel;
+  private readonly response: Channel;
+  private readonly stream: ResponseStream;
+  /** The whole body reached the channel (the connection can be reused). */
+  private bodyConsumed = false;
+
+  constructor(
+    private readonly registry: ChannelRegistry,
+    source: RequestBodySource | undefined,
+    res: ServerResponse,
+    engineHeaders: Record<string, string>,
+    headOnly: boolean,
+    /** The stream_body_limit; 0 is none. */
+    maxStreamedBytes: number,
+  ) {
+    // One key for both: whoever holds one ref of this request holds the other.
+    const key = randomUUID();
+    this.requestBody = registry.create(maxStreamedBytes > 0 ? { maxBytesIn: maxStreamedBytes } : {}, key);
+    this.response = registry.create({}, key);
+    this.stream = new ResponseStream(res, engineHeaders, headOnly);
+    const feedback = this.response.attachReader(this.stream);
+    if (feedback !== undefined) this.stream.bind(feedback);
+    this.feedBody(source);
+  }
+
+  /** The refs spliced into the handler's ApiRequest, as iii names them (ids and keys need no escaping). */
+  refsJson(): string {
+    const { requestBody: body, response } = this;
+    return (
+      `"request_body":{"channel_id":"${body.id}","access_key":"${body.key}","direction":"read"},` +
+      `"response":{"channel_id":"${response.id}","access_key":"${response.key}","direction":"write"}`
+    );
+  }
+
+  /** Whether the connection may carry another request (no upload was left unread). */
+  get bodyFullyRead(): boolean {
+    return this.bodyConsumed;
+  }
+
+  /**
+   * Races the handler's outcome against its response channel (docs/streaming.md#which-wins): a body
+   * on the channel wins; a non-empty result wins; a result of nothing waits for the channel.
+   */
+  async answer(outcome: Promise<InvocationOutcome>, deadline: number): Promise<HandlerAnswer> {
+    const first = await Promise.race([outcome.then((value) => ({ from: 'outcome' as const, value })), this.stream.started.then((start) => ({ from: 'stream' as const, start }))]);
+    if (first.from === 'stream') {
+      const { start } = first;
+      if (start.kind === 'streaming') return this.streaming(outcome);
+      if (start.kind === 'empty') {
+        this.close('response sent');
+        return { kind: 'empty', status: start.status, headers: start.headers };
+      }
+      // The worker's socket died before any body: its handler's outcome says what happened.
+      return { kind: 'outcome', outcome: await outcome };
+    }
+    const result = first.value;
+    if (!result.ok || (result.value !== undefined && result.value !== null)) {
+      this.close('handler answered');
+      return { kind: 'outcome', outcome: result };
+    }
+    // Nothing returned: the answer is on the response channel, if the worker opened it.
+    const waitMs = Math.min(deadline - performance.now(), this.response.isClaimed('write') ? Number.POSITIVE_INFINITY : RESPONSE_ATTACH_GRACE_MS);
+    const start = await within(this.stream.started, waitMs);
+    if (start !== undefined && start.kind === 'streaming') return this.streaming(outcome);
+    if (start !== undefined && start.kind === 'empty') {
+      this.close('response sent');
+      return { kind: 'empty', status: start.status, headers: start.headers };
+    }
+    this.close('handler answered nothing');
+    return { kind: 'outcome', outcome: result };
+  }
+
+  /** Destroys both channels (the request is over); a worker that opens them later is refused. */
+  close(reason: string): void {
+    this.requestBody.destroy(reason);
+    if (!this.stream.isStreaming) this.response.destroy(reason);
+  }
+
+  private streaming(outcome: Promise<InvocationOutcome>): HandlerAnswer {
+    // The handler may go on after the body started (SSE); a failure of it cuts the stream, since its
+    // writer would otherwise never close. A timeout does not: a stream may outlive the deadline.
+    void outcome.then((result) => {
+      if (!result.ok && !(result.failure.source === 'engine' && result.failure.code === 'TIMEOUT')) this.stream.cut(`handler failed: ${result.failure.message}`);
+    });
+    const ended = this.stream.ended.then((end) => {
+      this.requestBody.destroy('response ended');
+      return end;
+    });
+    return { kind: 'streaming', ended };
+  }
+
+  private feedBody(source: RequestBodySource | undefined): void {
+    const input = this.requestBody.attachWriter(
+      source?.kind === 'streamed'
+        ? { pause: () => source.req.pause(), resume: () => source.req.resume(), abort: () => source.req.pause() }
+        : { pause: () => undefined, resume: () => undefined, abort: () => undefined },
+    );
+    if (input === undefined) return;
+    if (source === undefined || source.kind === 'buffered') {
+      if (source !== undefined && source.bytes.length > 0) input.push(source.bytes, true);
+      input.end('complete', 'stream_complete');
+      this.bodyConsumed = true;
+      return;
+    }
+    const { req } = source;
+    req.on('data', (chunk: Buffer) => input.push(chunk, true));
+    req.once('end', () => {
+      this.bodyConsumed = true;
+      input.end('complete', 'stream_complete');
+    });
+    req.once('aborted', () => input.end('aborted', 'the HTTP client went away during the upload'));
+    req.once('error', () => input.end('aborted', 'the HTTP request failed during the upload'));
+  }
+}
+
+/** The promise's value, or undefined once `ms` passed first (the timer is cleared either way). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
+    void promise.then((value) => {
+      clearTimeout(timer);
+      resolve(value);
+    });
+  });
+}

@@ -1,0 +1,205 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { ChannelEndStatus, ChannelReader, ReaderFeedback, WriterInput } from '../../src/channels/channel.js';
+import { Channel } from '../../src/channels/channel.js';
+import { parseChannelTarget } from '../../src/channels/channel-endpoint.js';
+import { ChannelRegistry, channelLimits, MAX_BUFFER_ITEMS, ownerTag, ownerTagOfChannel } from '../../src/channels/channel-registry.js';
+import { normalizeApiPath } from '../../src/routing/path-pattern.js';
+import { normalizeTriggerPaths } from '../../src/routing/trigger-config.js';
+
+const silent = pino({ level: 'silent' });
+const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** A reader that records what it gets and says "busy" while `busy` is set. */
+function recordingReader(): ChannelReader & { items: string[]; ended?: [ChannelEndStatus, string]; busy: boolean } {
+  const reader = {
+    items: [] as string[],
+    ended: undefined as [ChannelEndStatus, string] | undefined,
+    busy: false,
+    write(data: Buffer, binary: boolean) {
+      reader.items.push(`${binary ? 'b' : 't'}:${data.toString()}`);
+      return !reader.busy;
+    },
+    end(status: ChannelEndStatus, reason: string) {
+      reader.ended = [status, reason];
+    },
+  };
+  return reader;
+}
+
+function writer(): { control: { pause(): void; resume(): void; abort(reason: string): void }; paused: boolean; aborted?: string } {
+  const state = {
+    paused: false,
+    aborted: undefined as string | undefined,
+    control: {
+      pause: () => {
+        state.paused = true;
+      },
+      resume: () => {
+        state.paused = false;
+      },
+      abort: (reason: string) => {
+        state.aborted = reason;
+      },
+    },
+  };
+  return state;
+}
+
+describe('Channel', () => {
+  it('queues what the writer sends before the reader comes, then delivers it in order with the end', async () => {
+    let settled = 0;
+    const channel = new Channel('c', 'k', channelLimits(8), () => settled++);
+    const w = writer();
+    const input = channel.attachWriter(w.control) as WriterInput;
+    input.push(Buffer.from('{"type":"set_status"}'), false);
+    input.push(Buffer.from('one'), true);
+    input.end('complete', 'stream_complete');
+    expect(settled).toBe(0);
+    const reader = recordingReader();
+    channel.attachReader(reader);
+    await flush();
+    expect(reader.items).toEqual(['t:{"type":"set_status"}', 'b:one']);
+    expect(reader.ended).toEqual(['complete', 'stream_complete']);
+    expect(settled).toBe(1);
+  });
+
+  it('pauses the writer when the queue is full and resumes it once the reader took the items', async () => {
+    const channel = new Channel('c', 'k', channelLimits(2), () => undefined);
+    const w = writer();
+    const input = channel.attachWriter(w.control) as WriterInput;
+    input.push(Buffer.from('a'), true);
+    expect(w.paused).toBe(false);
+    input.push(Buffer.from('b'), true);
+    expect(w.paused).toBe(true);
+    channel.attachReader(recordingReader());
+    await flush();
+    expect(w.paused).toBe(false);
+  });
+
+  it('pauses the writer while the reader is busy and resumes it on drained', async () => {
+    const channel = new Channel('c', 'k', channelLimits(64), () => undefined);
+    const w = writer();
+    const input = channel.attachWriter(w.control) as WriterInput;
+    const reader = recordingReader();
+    const feedback = channel.attachReader(reader) as ReaderFeedback;
+    await flush();
+    reader.busy = true;
+    input.push(Buffer.from('1'), true);
+    input.push(Buffer.from('2'), true);
+    expect(w.paused).toBe(true);
+    expect(reader.items).toEqual(['b:1']);
+    reader.busy = false;
+    feedback.drained();
+    expect(reader.items).toEqual(['b:1', 'b:2']);
+    expect(w.paused).toBe(false);
+  });
+
+  it('bounds the queue by bytes as well as items', () => {
+    const channel = new Channel('c', 'k', { maxQueuedItems: 1000, maxQueuedBytes: 10 }, () => undefined);
+    const w = writer();
+    const input = channel.attachWriter(w.control) as WriterInput;
+    input.push(Buffer.alloc(11), true);
+    expect(w.paused).toBe(true);
+  });
+
+  it('aborts the writer when the reader goes away, and refuses a second claim of either end', () => {
+    let settled = 0;
+    const channel = new Channel('c', 'k', channelLimits(), () => settled++);
+    const w = writer();
+    channel.attachWriter(w.control);
+    expect(channel.attachWriter(writer().control)).toBeUndefined();
+    const feedback = channel.attachReader(recordingReader()) as ReaderFeedback;
+    expect(channel.attachReader(recordingReader())).toBeUndefined();
+    feedback.gone('client left');
+    expect(w.aborted).toBe('client left');
+    expect(settled).toBe(1);
+  });
+
+  it('tells the reader of an aborted writer, and cuts a writer past its byte bound', async () => {
+    const channel = new Channel('c', 'k', channelLimits(), () => undefined, 5);
+    const w = writer();
+    const input = channel.attachWriter(w.control) as WriterInput;
+    const reader = recordingReader();
+    channel.attachReader(reader);
+    await flush();
+    input.push(Buffer.from('12345'), true);
+    input.push(Buffer.from('6'), true);
+    expect(w.aborted).toBe('more than 5 bytes');
+    expect(reader.ended).toEqual(['aborted', 'more than 5 bytes']);
+  });
+
+  it('destroy() ends both sides as aborted', () => {
+    const channel = new Channel('c', 'k', channelLimits(), () => undefined);
+    const w = writer();
+    channel.attachWriter(w.control);
+    const reader = recordingReader();
+    channel.attachReader(reader);
+    channel.destroy('request over');
+    expect(w.aborted).toBe('request over');
+    expect(reader.ended).toEqual(['aborted', 'request over']);
+    expect(channel.isSettled).toBe(true);
+  });
+});
+
+describe('ChannelRegistry', () => {
+  it('names channels after their owner and checks keys and free ends', () => {
+    const registry = new ChannelRegistry('node/0/epoch', silent);
+    const channel = registry.create();
+    expect(ownerTagOfChannel(channel.id)).toBe(ownerTag('node/0/epoch'));
+    expect(ownerTagOfChannel('not-a-channel')).toBeUndefined();
+    expect(registry.claim(channel.id, 'wrong', 'read')).toEqual({ ok: false, reason: 'not_found' });
+    expect(registry.claim('nope', channel.key, 'read')).toEqual({ ok: false, reason: 'not_found' });
+    const claimed = registry.claim(channel.id, channel.key, 'read');
+    expect(claimed.ok).toBe(true);
+    if (claimed.ok) claimed.channel.attachReader(recordingReader());
+    expect(registry.claim(channel.id, channel.key, 'read')).toEqual({ ok: false, reason: 'in_use' });
+    expect(registry.claim(channel.id, channel.key, 'write').ok).toBe(true);
+  });
+
+  it('expires channels with an unclaimed end after the TTL, and only expiring ones', () => {
+    const registry = new ChannelRegistry('p', silent, 1000);
+    const request = registry.create();
+    const shared = registry.create({ expires: true });
+    const used = registry.create({ expires: true });
+    used.attachReader(recordingReader());
+    used.attachWriter(writer().control);
+    const now = Date.now();
+    expect(registry.sweep(now + 500)).toBe(0);
+    expect(registry.sweep(now + 2000)).toBe(1);
+    expect(registry.claim(shared.id, shared.key, 'read')).toEqual({ ok: false, reason: 'not_found' });
+    expect(registry.claim(request.id, request.key, 'read').ok).toBe(true);
+    registry.close();
+    expect(registry.size).toBe(0);
+  });
+
+  it("clamps a channel's buffer to 1..1024 items, as iii", () => {
+    expect(channelLimits(0).maxQueuedItems).toBe(1);
+    expect(channelLimits(5000).maxQueuedItems).toBe(MAX_BUFFER_ITEMS);
+  });
+});
+
+describe('channel endpoint targets', () => {
+  it('parses id, key and direction, and says what is wrong otherwise', () => {
+    expect(parseChannelTarget('/ws/channels/abc-1?key=k%2B1&dir=write')).toEqual({ channelId: 'abc-1', key: 'k+1', direction: 'write' });
+    expect(parseChannelTarget('/ws/channels/abc-1?dir=read')).toBe('missing key');
+    expect(parseChannelTarget('/ws/channels/abc-1?key=k&dir=up')).toBe('dir must be read or write');
+    expect(parseChannelTarget('/ws/channels/?key=k&dir=read')).toBe('missing channel id');
+  });
+});
+
+describe('api_path as iii reads it', () => {
+  it('makes the leading slash optional and collapses several, keeping inner and trailing slashes', () => {
+    expect(normalizeApiPath('test/hello')).toBe('/test/hello');
+    expect(normalizeApiPath('/test/hello')).toBe('/test/hello');
+    expect(normalizeApiPath('//test//hello/')).toBe('/test//hello/');
+    expect(normalizeApiPath('')).toBe('/');
+  });
+
+  it('applies to http api_path and http_middleware scope.path, and nothing else', () => {
+    expect(normalizeTriggerPaths('http', { api_path: 'a/:id', http_method: 'GET' })).toEqual({ api_path: '/a/:id', http_method: 'GET' });
+    expect(normalizeTriggerPaths('http_middleware', { phase: 'onRequest', scope: { path: 'api/*' } })).toEqual({ phase: 'onRequest', scope: { path: '/api/*' } });
+    const odd = { api_path: 7 };
+    expect(normalizeTriggerPaths('http', odd)).toBe(odd);
+  });
+});
