@@ -70,8 +70,8 @@ async function main(): Promise<void> {
     throw err;
   }
   const { config, source } = loaded;
-  for (const moduleClass of config.skippedModules) {
-    logger.warn({ moduleClass }, 'module class not implemented by switchyard; skipped');
+  for (const skipped of config.skippedModules) {
+    logger.warn({ skippedModule: skipped }, `module ${skipped} is not implemented by switchyard; skipped (docs/compatibility.md)`);
   }
 
   const primaryLogger = logger.child({ role: 'primary' });

@@ -1,5 +1,15 @@
 import { z } from 'zod';
-import { MODULE_CLASSES, adminModuleSchema, clusterModuleSchema, restApiModuleSchema, topLevelSchema, workerModuleSchema } from './schema.js';
+import {
+  MODULE_CLASSES,
+  MODULE_NAMES,
+  adminModuleSchema,
+  clusterModuleSchema,
+  httpFunctionsModuleSchema,
+  observabilityModuleSchema,
+  restApiModuleSchema,
+  topLevelSchema,
+  workerModuleSchema,
+} from './schema.js';
 
 /**
  * The configuration reference, derived from the schemas so the README cannot drift from what the
@@ -18,13 +28,16 @@ export const TOP_LEVEL = '(top level)';
 
 type JsonSchema = z.core.JSONSchema.JSONSchema;
 
-// Documentation order: the module most people configure first, the not-yet-usable one last.
-const SECTIONS: readonly { module: string; schema: z.ZodType }[] = [
+// Documentation order: the module most people configure first, Switchyard's own ones after iii's.
+// `module` is the name in the `workers:` form; `moduleClass` the older `modules:` form's class, if any.
+const SECTIONS: readonly { module: string; moduleClass?: string; schema: z.ZodType }[] = [
   { module: TOP_LEVEL, schema: topLevelSchema },
-  { module: MODULE_CLASSES.api, schema: restApiModuleSchema },
-  { module: MODULE_CLASSES.workers, schema: workerModuleSchema },
-  { module: MODULE_CLASSES.admin, schema: adminModuleSchema },
-  { module: MODULE_CLASSES.cluster, schema: clusterModuleSchema },
+  { module: MODULE_NAMES.api, moduleClass: MODULE_CLASSES.api, schema: restApiModuleSchema },
+  { module: MODULE_NAMES.workers, moduleClass: MODULE_CLASSES.workers, schema: workerModuleSchema },
+  { module: MODULE_NAMES.httpFunctions, schema: httpFunctionsModuleSchema },
+  { module: MODULE_NAMES.observability, schema: observabilityModuleSchema },
+  { module: MODULE_NAMES.admin, moduleClass: MODULE_CLASSES.admin, schema: adminModuleSchema },
+  { module: MODULE_NAMES.cluster, moduleClass: MODULE_CLASSES.cluster, schema: clusterModuleSchema },
 ];
 
 function toJsonSchema(schema: z.ZodType): JsonSchema {
@@ -109,8 +122,8 @@ function code(text: string): string {
 /** The README's configuration reference: one table per module, in the order a reader needs them. */
 export function renderConfigReference(): string {
   const rows = describeConfig();
-  const sections = SECTIONS.map(({ module, schema }) => {
-    const title = module === TOP_LEVEL ? 'Top level' : `\`${module}\``;
+  const sections = SECTIONS.map(({ module, moduleClass, schema }) => {
+    const title = module === TOP_LEVEL ? 'Top level' : `\`${module}\`${moduleClass === undefined ? '' : ` (class \`${moduleClass}\`)`}`;
     const intro = toJsonSchema(schema).description;
     const table = rows
       .filter((row) => row.module === module)

@@ -82,6 +82,8 @@ function unwrap(schema: z.ZodType): z.ZodType {
   for (;;) {
     if (current instanceof z.ZodOptional || current instanceof z.ZodNullable || current instanceof z.ZodDefault) {
       current = current.unwrap() as z.ZodType;
+    } else if (current instanceof z.ZodPrefault) {
+      current = current.def.innerType as z.ZodType;
     } else {
       return current;
     }

@@ -4,15 +4,28 @@ import { ConfigError } from './config-error.js';
 import type { ConfigIssue } from './config-error.js';
 import { configErrorMap, joinPath, toConfigIssues, typeName } from './issues.js';
 import {
+  BUILT_IN_NAMES,
   MODULE_CLASSES,
+  MODULE_NAMES,
+  MODULE_NAME_ALIASES,
   adminModuleSchema,
   clusterModuleSchema,
+  httpFunctionsModuleSchema,
+  observabilityModuleSchema,
   restApiModuleSchema,
   topLevelSchema,
   workerModuleSchema,
 } from './schema.js';
-import type { AdminModuleInput, ClusterModuleInput, ModuleKey, RestApiModuleInput, WorkerModuleInput } from './schema.js';
-import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, WorkersConfig } from './types.js';
+import type {
+  AdminModuleInput,
+  ClusterModuleInput,
+  HttpFunctionsModuleInput,
+  ModuleKey,
+  ObservabilityModuleInput,
+  RestApiModuleInput,
+  WorkerModuleInput,
+} from './schema.js';
+import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, HttpFunctionsConfig, ObservabilityConfig, WorkersConfig } from './types.js';
 
 type PlainObject = Record<string, unknown>;
 
@@ -38,6 +51,7 @@ function withoutNulls(value: unknown): unknown {
 const CLASS_TO_KEY = new Map<string, ModuleKey>(
   Object.entries(MODULE_CLASSES).map(([key, moduleClass]) => [moduleClass, key as ModuleKey]),
 );
+const NAME_TO_KEY = new Map<string, ModuleKey>(Object.entries(MODULE_NAMES).map(([key, name]) => [name, key as ModuleKey]));
 
 function validate<S extends z.ZodType>(schema: S, raw: unknown, prefix: string, issues: ConfigIssue[]): z.output<S> | undefined {
   const result = schema.safeParse(raw, { error: configErrorMap });
@@ -51,6 +65,8 @@ interface ModuleInputs {
   admin?: AdminModuleInput;
   workers?: WorkerModuleInput;
   cluster?: ClusterModuleInput;
+  observability?: ObservabilityModuleInput;
+  httpFunctions?: HttpFunctionsModuleInput;
 }
 
 /**
@@ -61,53 +77,64 @@ export function parseConfig(input: unknown): EngineConfig {
   const root = withoutNulls(input);
   if (!isPlainObject(root)) {
     throw new ConfigError('CONFIG_INVALID', [
-      { path: '(root)', message: `expected an object with the keys port and modules, got ${typeName(root)}` },
+      { path: '(root)', message: `expected an object with the keys workers (or modules) and port, got ${typeName(root)}` },
     ]);
   }
 
   const issues: ConfigIssue[] = [];
-  const rawModules: unknown[] = Array.isArray(root.modules) ? root.modules : [];
-  const classAt = (index: number): string | undefined => {
-    const entry = rawModules[index];
-    return isPlainObject(entry) && typeof entry.class === 'string' && entry.class !== '' ? entry.class : undefined;
-  };
-  const entryPath = (index: number): string => {
-    const moduleClass = classAt(index);
-    return moduleClass === undefined ? `modules[${index}]` : `modules[${index}](${moduleClass})`;
-  };
+  const entries = [...moduleEntries(root, 'workers'), ...moduleEntries(root, 'modules')];
+  const labelOf = (list: EntryList, index: number): string => entries.find((e) => e.list === list && e.index === index)?.label ?? `${list}[${index}]`;
 
   const top = topLevelSchema.safeParse(root, { error: configErrorMap });
   if (!top.success) {
     issues.push(
       ...toConfigIssues(top.error, topLevelSchema, (segments) => {
         const [first, index, ...rest] = segments;
-        return first === 'modules' && typeof index === 'number' ? joinPath(entryPath(index), rest) : joinPath('', segments);
+        return (first === 'modules' || first === 'workers') && typeof index === 'number'
+          ? joinPath(labelOf(first, index), rest)
+          : joinPath('', segments);
       }),
     );
   }
 
   const modules: ModuleInputs = {};
-  const firstIndex = new Map<ModuleKey, number>();
+  const firstAt = new Map<ModuleKey, ModuleEntry>();
   const skippedModules: string[] = [];
-  rawModules.forEach((entry, index) => {
-    const moduleClass = classAt(index);
-    // A missing or non-string class has already been reported by the top-level schema.
-    if (!isPlainObject(entry) || moduleClass === undefined) return;
-    const key = CLASS_TO_KEY.get(moduleClass);
+  const skip = (what: string): void => {
+    if (!skippedModules.includes(what)) skippedModules.push(what);
+  };
+  for (const entry of entries) {
+    const { moduleClass, name, raw, label } = entry;
+    if (moduleClass !== undefined && name !== undefined) {
+      issues.push({ path: label, message: 'has both class and name; set one of them' });
+      continue;
+    }
+    // A missing or non-string name or class has already been reported by the top-level schema.
+    const id = name ?? moduleClass;
+    if (id === undefined) {
+      if (entry.list === 'modules' && raw.class === undefined && raw.name === undefined) issues.push({ path: label, message: 'needs a class or a name' });
+      continue;
+    }
+    if (name !== undefined && BUILT_IN_NAMES.includes(name)) continue;
+    if (typeof raw.image === 'string') {
+      skip(`${id} (image ${raw.image})`);
+      continue;
+    }
+    const key = moduleClass !== undefined ? CLASS_TO_KEY.get(moduleClass) : (NAME_TO_KEY.get(id) ?? MODULE_NAME_ALIASES[id]);
     if (key === undefined) {
-      if (!skippedModules.includes(moduleClass)) skippedModules.push(moduleClass);
-      return;
+      skip(id);
+      continue;
     }
-    const first = firstIndex.get(key);
+    const first = firstAt.get(key);
     if (first !== undefined) {
-      issues.push({ path: entryPath(index), message: `duplicate module; ${moduleClass} is already configured at ${entryPath(first)}` });
-      return;
+      issues.push({ path: label, message: duplicateMessage(key, entry, first) });
+      continue;
     }
-    firstIndex.set(key, index);
-    const prefix = `${entryPath(index)}.config`;
-    const config = entry.config ?? {};
+    firstAt.set(key, entry);
+    const prefix = `${label}.config`;
+    const config = raw.config ?? {};
     // A config that is not an object has already been reported by the top-level schema.
-    if (!isPlainObject(config)) return;
+    if (!isPlainObject(config)) continue;
     switch (key) {
       case 'api':
         modules.api = validate(restApiModuleSchema, config, prefix, issues);
@@ -116,19 +143,25 @@ export function parseConfig(input: unknown): EngineConfig {
         modules.admin = validate(adminModuleSchema, config, prefix, issues);
         break;
       case 'workers':
-        modules.workers = validate(workerModuleSchema, config, prefix, issues);
+        modules.workers = validate(workerModuleSchema, withoutUnsupported(config, prefix, issues), prefix, issues);
         break;
       case 'cluster':
         modules.cluster = validate(clusterModuleSchema, config, prefix, issues);
         break;
+      case 'observability':
+        modules.observability = validate(observabilityModuleSchema, config, prefix, issues);
+        break;
+      case 'httpFunctions':
+        modules.httpFunctions = validate(httpFunctionsModuleSchema, config, prefix, issues);
+        break;
     }
-  });
+  }
 
-  const workersIndex = firstIndex.get('workers');
-  if (top.success && root.port !== undefined && modules.workers?.port !== undefined && workersIndex !== undefined) {
+  const workersEntry = firstAt.get('workers');
+  if (top.success && root.port !== undefined && modules.workers?.port !== undefined && workersEntry !== undefined) {
     if (modules.workers.port !== top.data.port) {
       issues.push({
-        path: `${entryPath(workersIndex)}.config.port`,
+        path: `${workersEntry.label}.config.port`,
         message: `is ${modules.workers.port} but the top-level port is ${top.data.port}; set the worker port in only one place, or the same value in both`,
       });
     }
@@ -141,8 +174,70 @@ export function parseConfig(input: unknown): EngineConfig {
     admin: toAdminConfig(modules.admin ?? adminModuleSchema.parse({})),
     workers: toWorkersConfig(modules.workers ?? workerModuleSchema.parse({}), top.data.port),
     cluster: toClusterConfig(modules.cluster ?? clusterModuleSchema.parse({})),
+    observability: toObservabilityConfig(modules.observability ?? observabilityModuleSchema.parse({})),
+    httpFunctions: toHttpFunctionsConfig(modules.httpFunctions ?? httpFunctionsModuleSchema.parse({})),
     skippedModules,
   });
+}
+
+type EntryList = 'workers' | 'modules';
+
+interface ModuleEntry {
+  list: EntryList;
+  index: number;
+  /** Where problems are reported: `workers[2](iii-http)`. */
+  label: string;
+  name?: string;
+  moduleClass?: string;
+  raw: PlainObject;
+}
+
+function moduleEntries(root: PlainObject, list: EntryList): ModuleEntry[] {
+  const items: unknown[] = Array.isArray(root[list]) ? (root[list] as unknown[]) : [];
+  const out: ModuleEntry[] = [];
+  items.forEach((raw, index) => {
+    if (!isPlainObject(raw)) return;
+    const text = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+    const name = text(raw.name);
+    const moduleClass = list === 'modules' ? text(raw.class) : undefined;
+    const id = name ?? moduleClass;
+    out.push({
+      list,
+      index,
+      label: id === undefined ? `${list}[${index}]` : `${list}[${index}](${id})`,
+      ...(name === undefined ? {} : { name }),
+      ...(moduleClass === undefined ? {} : { moduleClass }),
+      raw,
+    });
+  });
+  return out;
+}
+
+function duplicateMessage(key: ModuleKey, entry: ModuleEntry, first: ModuleEntry): string {
+  const id = entry.name ?? entry.moduleClass ?? '';
+  const firstId = first.name ?? first.moduleClass ?? '';
+  if (key === 'api' && entry.name !== undefined && first.name !== undefined && firstId !== id) {
+    const deprecated = id === MODULE_NAMES.api ? id : firstId;
+    const replacement = id === MODULE_NAMES.api ? firstId : id;
+    return `'${deprecated}' is the older name for '${replacement}' and both are present; remove '${deprecated}' (as iii 0.22.1 requires)`;
+  }
+  if (key === 'workers' && entry.name !== undefined && first.name !== undefined) {
+    return `a second worker listener is not supported yet (iii uses extra iii-worker-manager entries for RBAC listeners; docs/compatibility.md); ${firstId} is already configured at ${first.label}`;
+  }
+  return `duplicate module; ${id} is already configured at ${first.label}`;
+}
+
+/** iii-worker-manager keys for RBAC listeners, which Switchyard does not implement yet: named, not "unknown". */
+const UNSUPPORTED_WORKER_KEYS = ['rbac', 'middleware_function_id'] as const;
+
+function withoutUnsupported(config: PlainObject, prefix: string, issues: ConfigIssue[]): PlainObject {
+  const kept = { ...config };
+  for (const key of UNSUPPORTED_WORKER_KEYS) {
+    if (!(key in kept)) continue;
+    issues.push({ path: `${prefix}.${key}`, message: 'is not supported by Switchyard yet (worker RBAC; see docs/compatibility.md)' });
+    delete kept[key];
+  }
+  return kept;
 }
 
 /** The configuration used when there is no config file. */
@@ -187,6 +282,7 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
     reconnectGraceMs: workers.reconnect_grace_ms,
     heartbeatIntervalMs: workers.heartbeat_interval_ms,
     heartbeatTimeoutMs: workers.heartbeat_timeout_ms,
+    handshakeTimeoutMs: workers.handshake_timeout_ms,
     ...(workers.auth_token === undefined ? {} : { authToken: workers.auth_token }),
   };
 }
@@ -210,6 +306,17 @@ function toClusterConfig(cluster: ClusterModuleInput): ClusterConfig {
     leaseMs: cluster.lease_ms,
     childNodeArgs: cluster.child_node_args,
   };
+}
+
+function toObservabilityConfig(observability: ObservabilityModuleInput): ObservabilityConfig {
+  // Kept as read (iii's keys): the tracing work consumes it; nothing here changes behaviour yet.
+  return { ...observability };
+}
+
+function toHttpFunctionsConfig(httpFunctions: HttpFunctionsModuleInput): HttpFunctionsConfig {
+  const { url_allowlist: allowlist, block_private_ips: blockPrivateIps, require_https: requireHttps } = httpFunctions.security;
+  // iii: an empty allowlist means every host (engine/src/config/mod.rs).
+  return { urlAllowlist: allowlist.length === 0 ? ['*'] : [...allowlist], blockPrivateIps, requireHttps };
 }
 
 function deepFreeze<T>(value: T): T {

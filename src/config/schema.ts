@@ -7,6 +7,7 @@ import { z } from 'zod';
  * schemas stay representable as JSON Schema (no transforms) and the docs can be derived from them.
  */
 
+/** The older `modules:` / `class:` form (iii 0.10), for the modules that existed then. */
 export const MODULE_CLASSES = {
   api: 'modules::api::RestApiModule',
   admin: 'modules::admin::AdminModule',
@@ -14,8 +15,26 @@ export const MODULE_CLASSES = {
   cluster: 'modules::cluster::ClusterModule',
 } as const;
 
-export type ModuleKey = keyof typeof MODULE_CLASSES;
-export type ModuleClass = (typeof MODULE_CLASSES)[ModuleKey];
+/**
+ * The iii 0.22 `workers:` form: each module's name. iii's own names for what Switchyard implements,
+ * `switchyard-…` for Switchyard's own modules. iii 0.22.1 accepts `http` as the newer name of
+ * `iii-http` and refuses a file that has both (engine/src/workers/config.rs); so does Switchyard.
+ */
+export const MODULE_NAMES = {
+  api: 'iii-http',
+  workers: 'iii-worker-manager',
+  observability: 'iii-observability',
+  httpFunctions: 'iii-http-functions',
+  admin: 'switchyard-admin',
+  cluster: 'switchyard-cluster',
+} as const;
+
+export const MODULE_NAME_ALIASES: Readonly<Record<string, keyof typeof MODULE_NAMES>> = { http: 'api' };
+
+/** iii modules Switchyard provides without configuration (the engine functions are built in). */
+export const BUILT_IN_NAMES: readonly string[] = ['iii-engine-functions'];
+
+export type ModuleKey = keyof typeof MODULE_NAMES;
 
 export const DEFAULT_WORKER_PORT = 49134;
 
@@ -37,9 +56,11 @@ const corsSchema = z
   .strictObject({
     allowed_origins: z
       .array(z.string().min(1))
+      .default([])
       .describe('Origins allowed to make cross-origin requests, for example `https://app.example.com`; `*` allows any origin'),
     allowed_methods: z
       .array(z.string().regex(HTTP_TOKEN, { error: 'must be an HTTP method name' }))
+      .default([])
       .describe('HTTP methods allowed in cross-origin requests; matched case-insensitively (stored upper-cased)'),
   })
   .describe(
@@ -48,7 +69,7 @@ const corsSchema = z
 
 const middlewareSchema = z.strictObject({
   function_id: z.string().min(1).describe('Function invoked as the middleware'),
-  phase: z.enum(MIDDLEWARE_PHASES).describe('Lifecycle phase the middleware runs in'),
+  phase: z.enum(MIDDLEWARE_PHASES).default('preHandler').describe('Lifecycle phase the middleware runs in (iii\'s default: preHandler)'),
   priority: z.number().default(0).describe('Order within the phase; lower runs first, ties keep configuration order'),
 });
 
@@ -117,6 +138,12 @@ export const adminModuleSchema = z
 export const workerModuleSchema = z
   .strictObject({
     host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
+    handshake_timeout_ms: z
+      .int()
+      .min(1)
+      .max(MAX_TIMER_MS)
+      .default(10000)
+      .describe('How long a connection may take to send its WebSocket upgrade request before it is closed, in milliseconds (iii\'s key and default); never more than the HTTP module\'s `default_timeout` plus one second'),
     port: port()
       .optional()
       .describe('Port the worker WebSocket listener binds; when unset, the top-level `port` (default 49134) is used. If both are set they must be equal'),
@@ -223,17 +250,81 @@ export const clusterModuleSchema = z
   })
   .describe('Engine processes and hosts sharing one route table (a Switchyard module)');
 
+const ratio = () => z.number().min(0).max(1);
+
+export const observabilityModuleSchema = z
+  .strictObject({
+    enabled: z.boolean().optional().describe('Turns OpenTelemetry tracing on or off'),
+    service_name: z.string().optional().describe('`service.name` of the engine\'s spans and metrics'),
+    service_version: z.string().optional().describe('`service.version` resource attribute'),
+    service_namespace: z.string().optional().describe('`service.namespace` resource attribute'),
+    service_instance_id: z.string().optional().describe('`service.instance.id` resource attribute'),
+    exporter: z.enum(['otlp', 'memory', 'both']).optional().describe('Where spans go: an OTLP collector, memory, or both'),
+    endpoint: z.string().optional().describe('OTLP collector endpoint'),
+    sampling_ratio: ratio().optional().describe('Share of traces sampled, 0.0-1.0'),
+    sampling: z.record(z.string(), z.unknown()).optional().describe('Advanced sampling rules (iii\'s `sampling` block)'),
+    memory_max_spans: z.int().min(1).optional().describe('Spans kept in memory'),
+    live_spans: z.boolean().optional().describe('iii\'s live span view'),
+    metrics_enabled: z.boolean().optional().describe('Turns OpenTelemetry metrics on or off'),
+    metrics_exporter: z.enum(['memory', 'otlp', 'prometheus']).optional().describe('Where metrics go'),
+    prometheus_port: port().optional().describe('Port of iii\'s Prometheus exporter'),
+    metrics_retention_seconds: z.int().min(1).optional().describe('How long metrics stay in memory'),
+    metrics_max_count: z.int().min(1).optional().describe('Metrics kept in memory'),
+    logs_enabled: z.boolean().optional().describe('Turns OpenTelemetry logs on or off'),
+    logs_exporter: z.enum(['memory', 'otlp', 'both']).optional().describe('Where logs go'),
+    logs_max_count: z.int().min(1).optional().describe('Log records kept in memory'),
+    logs_retention_seconds: z.int().min(1).optional().describe('How long log records stay in memory'),
+    logs_batch_size: z.int().min(1).max(10000).optional().describe('Batch size of the OTLP logs export'),
+    logs_flush_interval_ms: z.int().min(100).max(3600000).optional().describe('Flush interval of the OTLP logs export'),
+    logs_sampling_ratio: ratio().optional().describe('Share of log records kept, 0.0-1.0'),
+    logs_console_output: z.boolean().optional().describe('Print workers\' log records on the engine\'s console'),
+    alerts: z.array(z.record(z.string(), z.unknown())).optional().describe('Metric alert rules'),
+    level: z.string().optional().describe('Log level'),
+    format: z.string().optional().describe('Log format'),
+    collapse_spans: z.array(z.record(z.string(), z.unknown())).optional().describe('Span collapse rules'),
+    worker_metrics: z.record(z.string(), z.unknown()).optional().describe('Worker metrics collection (iii 0.22 example configs)'),
+  })
+  .describe(
+    'OpenTelemetry settings, with iii-observability\'s keys (engine/src/workers/observability/config.rs). Read and validated; docs/compatibility.md says which ones Switchyard applies today',
+  );
+
+export const httpFunctionsModuleSchema = z
+  .strictObject({
+    security: z
+      .strictObject({
+        url_allowlist: z
+          .array(z.string().min(1))
+          .default([])
+          .describe('Hosts (or `*`, or `*.example.com`) that HTTP-invoked functions may call; empty means `*`'),
+        block_private_ips: z.boolean().default(true).describe('Refuse URLs whose host is or resolves to a private, loopback or link-local address'),
+        require_https: z.boolean().default(true).describe('Refuse `http:` URLs'),
+      })
+      .prefault({})
+      .describe('Where HTTP-invoked functions (`registerfunction` with `invocation`) may send requests'),
+  })
+  .describe('HTTP-invoked functions: functions a worker registers with a URL, which the engine calls over HTTP (iii-http-functions)');
+
 export const MODULE_SCHEMAS = {
   api: restApiModuleSchema,
   admin: adminModuleSchema,
   workers: workerModuleSchema,
   cluster: clusterModuleSchema,
+  observability: observabilityModuleSchema,
+  httpFunctions: httpFunctionsModuleSchema,
 } as const;
 
 export type RestApiModuleInput = z.output<typeof restApiModuleSchema>;
 export type AdminModuleInput = z.output<typeof adminModuleSchema>;
 export type WorkerModuleInput = z.output<typeof workerModuleSchema>;
 export type ClusterModuleInput = z.output<typeof clusterModuleSchema>;
+export type ObservabilityModuleInput = z.output<typeof observabilityModuleSchema>;
+export type HttpFunctionsModuleInput = z.output<typeof httpFunctionsModuleSchema>;
+
+const moduleEntry = z.strictObject({
+  name: z.string().min(1).describe('Module name, for example `iii-http`'),
+  image: z.string().optional().describe('iii runs such an entry as an external worker image; Switchyard skips it with a warning'),
+  config: z.record(z.string(), z.unknown()).optional().describe('Module configuration; absent or null means all defaults'),
+});
 
 /** The top level of the file; `modules` entries are validated per class by `parse-config.ts`. */
 export const topLevelSchema = z
@@ -241,10 +332,18 @@ export const topLevelSchema = z
     port: port()
       .default(DEFAULT_WORKER_PORT)
       .describe('Port of the worker WebSocket listener (the iii 0.10 place for it); `modules::workers::WorkerModule` may set it instead'),
+    workers: z
+      .array(moduleEntry)
+      .default([])
+      .describe(
+        'Modules to configure, by name (the iii 0.22 form): `iii-http` (or `http`), `iii-worker-manager`, `iii-observability`, `iii-http-functions`, `switchyard-admin`, `switchyard-cluster`. Other iii names (`iii-stream`, `iii-state`, …) are skipped with one warning each',
+      ),
     modules: z
       .array(
         z.strictObject({
-          class: z.string().min(1).describe('Module class, for example `modules::api::RestApiModule`'),
+          class: z.string().min(1).optional().describe('Module class, for example `modules::api::RestApiModule`; set `class` or `name`, not both'),
+          name: z.string().min(1).optional().describe('Module name as in `workers`'),
+          image: z.string().optional().describe('As in `workers`'),
           config: z
             .record(z.string(), z.unknown())
             .optional()
@@ -252,6 +351,6 @@ export const topLevelSchema = z
         }),
       )
       .default([])
-      .describe('Modules to configure; classes this engine does not implement are skipped with a warning'),
+      .describe('Modules to configure, by `class` (the iii 0.10 form) or by `name` as in `workers`; classes this engine does not implement are skipped with a warning'),
   })
-  .describe('The file is iii\'s format. `${VAR}` and `${VAR:default}` are replaced from the environment before parsing; a key set to null (or left empty in YAML) means unset');
+  .describe('The file is iii\'s format (0.22 `workers:` or 0.10 `modules:`). `${VAR}` and `${VAR:default}` are replaced from the environment before parsing; a key set to null (or left empty in YAML) means unset');

@@ -47,6 +47,24 @@ export interface WorkersConfig {
   heartbeatIntervalMs: number;
   /** Silence after which a worker is dropped as frozen. */
   heartbeatTimeoutMs: number;
+  /** How long a connection may take to send its upgrade request. */
+  handshakeTimeoutMs: number;
+}
+
+/** iii-observability's settings as the file gave them (snake_case, iii's keys). */
+export type ObservabilityConfig = Readonly<Record<string, unknown>> & {
+  enabled?: boolean;
+  service_name?: string;
+  exporter?: 'otlp' | 'memory' | 'both';
+  endpoint?: string;
+  sampling_ratio?: number;
+};
+
+/** Where HTTP-invoked functions may send requests (iii-http-functions `security`). */
+export interface HttpFunctionsConfig {
+  urlAllowlist: readonly string[];
+  blockPrivateIps: boolean;
+  requireHttps: boolean;
 }
 
 export interface ClusterConfig {
@@ -69,6 +87,8 @@ export interface EngineConfig {
   admin: AdminConfig;
   workers: WorkersConfig;
   cluster: ClusterConfig;
+  observability: ObservabilityConfig;
+  httpFunctions: HttpFunctionsConfig;
   /** Module classes present in the file that this engine does not implement; the caller warns. */
   skippedModules: readonly string[];
 }

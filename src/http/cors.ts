@@ -14,6 +14,8 @@ export type CorsDecision =
 const PREFLIGHT_MAX_AGE_SECONDS = '600';
 const VARY_ONLY: CorsDecision = Object.freeze({ kind: 'headers', headers: Object.freeze({ vary: 'Origin' }) });
 
+const ANY_METHODS = 'GET, HEAD, PUT, PATCH, POST, DELETE, OPTIONS';
+
 export class CorsPolicy {
   private readonly origins: ReadonlySet<string> | undefined;
   private readonly anyOrigin: boolean;
@@ -23,12 +25,18 @@ export class CorsPolicy {
   constructor(config: CorsConfig | undefined) {
     if (config === undefined) {
       this.anyOrigin = true;
-      this.methodList = 'GET, HEAD, PUT, PATCH, POST, DELETE, OPTIONS';
+      this.methodList = ANY_METHODS;
     } else {
-      this.anyOrigin = config.allowedOrigins.includes('*');
+      // As iii 0.22.1 (rest_api/api_core.rs): an empty origin list or `*` allows any origin, an empty
+      // method list any method.
+      this.anyOrigin = config.allowedOrigins.length === 0 || config.allowedOrigins.includes('*');
       this.origins = new Set(config.allowedOrigins);
-      this.methods = new Set(config.allowedMethods);
-      this.methodList = config.allowedMethods.join(', ');
+      if (config.allowedMethods.length === 0) {
+        this.methodList = ANY_METHODS;
+      } else {
+        this.methods = new Set(config.allowedMethods);
+        this.methodList = config.allowedMethods.join(', ');
+      }
     }
   }
 

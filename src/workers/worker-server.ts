@@ -10,7 +10,7 @@ import type { RemoteChannelOpener } from '../channels/channel-endpoint.js';
 import { CHANNEL_PATH_PREFIX, ChannelEndpoint } from '../channels/channel-endpoint.js';
 import type { ChannelRegistry } from '../channels/channel-registry.js';
 import type { WorkersConfig } from '../config/types.js';
-import { HEADERS_TIMEOUT_MS, TIMEOUT_CHECK_INTERVAL_MS } from '../http/http-server.js';
+import { TIMEOUT_CHECK_INTERVAL_MS } from '../http/http-server.js';
 import type { WorkerConnectionDeps } from './worker-connection.js';
 import { WorkerConnection } from './worker-connection.js';
 import type { TelemetryCounters, TelemetrySink } from './telemetry-intake.js';
@@ -76,8 +76,9 @@ export class WorkerServer {
     telemetry: WorkerServerTelemetry = {},
   ) {
     this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
-    // An upgrade's headers must arrive within the bound an HTTP request's must (http-server.ts).
-    const headersTimeout = Math.min(HEADERS_TIMEOUT_MS, deps.workerCallTimeoutMs + 1000);
+    // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
+    // past the engine's default deadline.
+    const headersTimeout = Math.min(config.handshakeTimeoutMs, deps.workerCallTimeoutMs + 1000);
     this.server = createServer({ headersTimeout, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, (_req, res) => {
       res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
       res.end('This port speaks the iii worker protocol over WebSocket.\n');

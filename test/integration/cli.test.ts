@@ -40,7 +40,7 @@ describe('switchyard command line', () => {
     const p = run(['--log-level', 'info'], cwd);
     const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'))) as Record<string, unknown>;
     expect(ready.config).toMatch(/config\.yaml$/);
-    expect(p.stdout.json().some((l) => l.msg?.toString().includes('skipped') && l.moduleClass === 'modules::stream::StreamModule')).toBe(true);
+    expect(p.stdout.json().some((l) => l.msg?.toString().includes('skipped') && l.skippedModule === 'modules::stream::StreamModule')).toBe(true);
     const health = await http(`http://127.0.0.1:${String(ready.admin)}/healthz`);
     expect(health.status).toBe(200);
     const readiness = await http(`http://127.0.0.1:${String(ready.admin)}/readyz`);

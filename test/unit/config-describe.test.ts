@@ -12,12 +12,14 @@ describe('describeConfig', () => {
   it('lists the modules and their keys in documentation order', () => {
     expect([...new Set(rows.map((row) => row.module))]).toEqual([
       '(top level)',
-      'modules::api::RestApiModule',
-      'modules::workers::WorkerModule',
-      'modules::admin::AdminModule',
-      'modules::cluster::ClusterModule',
+      'iii-http',
+      'iii-worker-manager',
+      'iii-http-functions',
+      'iii-observability',
+      'switchyard-admin',
+      'switchyard-cluster',
     ]);
-    expect(rows.filter((row) => row.module === 'modules::api::RestApiModule').map((row) => row.key)).toEqual([
+    expect(rows.filter((row) => row.module === 'iii-http').map((row) => row.key)).toEqual([
       'port',
       'host',
       'default_timeout',
@@ -40,18 +42,18 @@ describe('describeConfig', () => {
 
   it('derives types, bounds and defaults from the schemas', () => {
     const row = (module: string, key: string) => rows.find((r) => r.module === module && r.key === key);
-    expect(row('modules::api::RestApiModule', 'port')).toMatchObject({ type: 'integer 0–65535', default: '3111' });
-    expect(row('modules::api::RestApiModule', 'host')).toMatchObject({ type: 'string', default: '0.0.0.0' });
-    expect(row('modules::api::RestApiModule', 'cors')).toMatchObject({ type: 'object', default: '(unset)' });
-    expect(row('modules::api::RestApiModule', 'cors.allowed_methods')).toMatchObject({ type: 'string[]', default: '(required)' });
-    expect(row('modules::api::RestApiModule', 'middleware')).toMatchObject({ type: 'object[]', default: '[]' });
-    expect(row('modules::api::RestApiModule', 'middleware[].phase')).toMatchObject({
+    expect(row('iii-http', 'port')).toMatchObject({ type: 'integer 0–65535', default: '3111' });
+    expect(row('iii-http', 'host')).toMatchObject({ type: 'string', default: '0.0.0.0' });
+    expect(row('iii-http', 'cors')).toMatchObject({ type: 'object', default: '(unset)' });
+    expect(row('iii-http', 'cors.allowed_methods')).toMatchObject({ type: 'string[]', default: '[]' });
+    expect(row('iii-http', 'middleware')).toMatchObject({ type: 'object[]', default: '[]' });
+    expect(row('iii-http', 'middleware[].phase')).toMatchObject({
       type: 'onRequest | preHandler | postHandler | onResponse | onError | onTimeout',
-      default: '(required)',
+      default: 'preHandler',
     });
-    expect(row('modules::api::RestApiModule', 'trust_proxy')).toMatchObject({ type: 'boolean', default: 'false' });
-    expect(row('modules::workers::WorkerModule', 'max_frame_bytes')).toMatchObject({ type: 'integer ≥ 1024', default: '16777216' });
-    expect(row('modules::cluster::ClusterModule', 'processes')).toMatchObject({ type: 'integer 1–256', default: '(unset)' });
+    expect(row('iii-http', 'trust_proxy')).toMatchObject({ type: 'boolean', default: 'false' });
+    expect(row('iii-worker-manager', 'max_frame_bytes')).toMatchObject({ type: 'integer ≥ 1024', default: '16777216' });
+    expect(row('switchyard-cluster', 'processes')).toMatchObject({ type: 'integer 1–256', default: '(unset)' });
     expect(row('(top level)', 'port')).toMatchObject({ type: 'integer 0–65535', default: '49134' });
   });
 });
@@ -60,10 +62,10 @@ describe('renderConfigReference', () => {
   const markdown = renderConfigReference();
 
   it('renders one table per module with escaped cells', () => {
-    expect(markdown.match(/^\| Key \| Type \| Default \| Description \|$/gm)).toHaveLength(5);
-    expect(markdown).toContain('### `modules::api::RestApiModule`');
+    expect(markdown.match(/^\| Key \| Type \| Default \| Description \|$/gm)).toHaveLength(7);
+    expect(markdown).toContain('### `iii-http` (class `modules::api::RestApiModule`)');
     expect(markdown).toContain('| `body_limit` | integer ≥ 0 | `1048576` |');
-    expect(markdown).toContain('| `middleware[].phase` | onRequest \\| preHandler \\| postHandler \\| onResponse \\| onError \\| onTimeout | (required) |');
+    expect(markdown).toContain('| `middleware[].phase` | onRequest \\| preHandler \\| postHandler \\| onResponse \\| onError \\| onTimeout | `preHandler` |');
   });
 
   it('is deterministic', () => {

@@ -54,6 +54,7 @@ const DEFAULTS: EngineConfig = {
     reconnectGraceMs: 5000,
     heartbeatIntervalMs: 2000,
     heartbeatTimeoutMs: 5000,
+    handshakeTimeoutMs: 10000,
   },
   cluster: {
     processes: availableParallelism(),
@@ -62,6 +63,8 @@ const DEFAULTS: EngineConfig = {
     leaseMs: 5000,
     childNodeArgs: ['--heap-growing-percent=50'],
   },
+  observability: {},
+  httpFunctions: { urlAllowlist: ['*'], blockPrivateIps: true, requireHttps: true },
   skippedModules: [],
 };
 
@@ -90,10 +93,10 @@ describe('defaults', () => {
   });
 
   it('a document that is not an object is rejected', () => {
-    expect(issuesOf([])).toEqual([{ path: '(root)', message: 'expected an object with the keys port and modules, got array' }]);
-    expect(issuesOf('port: 1')).toEqual([{ path: '(root)', message: 'expected an object with the keys port and modules, got string' }]);
+    expect(issuesOf([])).toEqual([{ path: '(root)', message: 'expected an object with the keys workers (or modules) and port, got array' }]);
+    expect(issuesOf('port: 1')).toEqual([{ path: '(root)', message: 'expected an object with the keys workers (or modules) and port, got string' }]);
     expect(configError(() => loadConfigText('42', 'yaml', {})).issues).toEqual([
-      { path: '(root)', message: 'expected an object with the keys port and modules, got number' },
+      { path: '(root)', message: 'expected an object with the keys workers (or modules) and port, got number' },
     ]);
   });
 });
@@ -177,7 +180,6 @@ describe('RestApiModule', () => {
     ['ignore_trailing_slash as number', { ignore_trailing_slash: 1 }, 'ignore_trailing_slash', 'expected a boolean (true or false), got 1'],
     ['empty not_found_function', { not_found_function: '' }, 'not_found_function', 'must not be empty'],
     ['cors as text', { cors: '*' }, 'cors', 'expected an object, got string'],
-    ['cors without methods', { cors: { allowed_origins: ['*'] } }, 'cors.allowed_methods', 'is required'],
     ['cors origins as text', { cors: { allowed_origins: '*', allowed_methods: [] } }, 'cors.allowed_origins', 'expected a list, got string'],
     ['empty cors origin', { cors: { allowed_origins: [''], allowed_methods: [] } }, 'cors.allowed_origins[0]', 'must not be empty'],
     ['bad cors method', { cors: { allowed_origins: [], allowed_methods: ['GET', 'NOT A METHOD'] } }, 'cors.allowed_methods[1]', 'must be an HTTP method name'],
@@ -231,6 +233,7 @@ describe('other modules', () => {
       reconnectGraceMs: 0,
       heartbeatIntervalMs: 250,
       heartbeatTimeoutMs: 1000,
+      handshakeTimeoutMs: 10000,
     });
   });
 
@@ -340,17 +343,15 @@ describe('several problems at once', () => {
     expect(err.issues).toEqual([
       { path: 'port', message: 'expected an integer, got string' },
       { path: `${apiPath(0)}.config.port`, message: 'must be at most 65535' },
-      { path: `${apiPath(0)}.config.cors.allowed_methods`, message: 'is required' },
       { path: `${apiPath(0)}.config.body_limit`, message: 'must be at least 0' },
       { path: `modules[1](${ADMIN}).config.host`, message: 'must not be empty' },
       { path: `modules[2](${CLUSTER}).config.processes`, message: 'must be at least 1' },
     ]);
     expect(err.message).toBe(
       [
-        'Invalid configuration (6 issues):',
+        'Invalid configuration (5 issues):',
         '  port: expected an integer, got string',
         `  ${apiPath(0)}.config.port: must be at most 65535`,
-        `  ${apiPath(0)}.config.cors.allowed_methods: is required`,
         `  ${apiPath(0)}.config.body_limit: must be at least 0`,
         `  modules[1](${ADMIN}).config.host: must not be empty`,
         `  modules[2](${CLUSTER}).config.processes: must be at least 1`,
@@ -361,7 +362,7 @@ describe('several problems at once', () => {
 
 describe('unknown keys', () => {
   it('names an unknown top-level key', () => {
-    expect(issuesOf({ port: 49134, ports: [1] })).toEqual([{ path: 'ports', message: 'unknown key; allowed keys are port, modules' }]);
+    expect(issuesOf({ port: 49134, ports: [1] })).toEqual([{ path: 'ports', message: 'unknown key; allowed keys are port, workers, modules' }]);
   });
 
   it('names an unknown module config key and suggests the snake_case spelling', () => {
@@ -389,10 +390,10 @@ describe('unknown keys', () => {
     ]);
   });
 
-  it('names an unknown key in a module entry and a missing class', () => {
+  it('names an unknown key in a module entry and a missing class or name', () => {
     expect(issuesOf({ modules: [{ class: API, options: {} }, { config: {} }] })).toEqual([
-      { path: `${apiPath(0)}.options`, message: 'unknown key; allowed keys are class, config' },
-      { path: 'modules[1].class', message: 'is required' },
+      { path: `${apiPath(0)}.options`, message: 'unknown key; allowed keys are class, name, image, config' },
+      { path: 'modules[1]', message: 'needs a class or a name' },
     ]);
   });
 
@@ -408,7 +409,7 @@ describe('unknown keys', () => {
 
   it('keeps a __proto__ key as a key and reports it', () => {
     expect(configError(() => loadConfigText('{"__proto__": {"port": 1}}', 'json', {})).issues).toEqual([
-      { path: '__proto__', message: 'unknown key; allowed keys are port, modules' },
+      { path: '__proto__', message: 'unknown key; allowed keys are port, workers, modules' },
     ]);
   });
 
@@ -419,7 +420,136 @@ describe('unknown keys', () => {
   });
 });
 
-describe('module list', () => {
+describe('the iii 0.22 workers: form', () => {
+  // Shapes of iii 0.22.1's configs (sdk/fixtures/config-test.yaml, sdk/packages/node/iii-example/config.yaml),
+  // written here with our own values.
+  it('reads iii-http, iii-worker-manager, iii-observability and iii-http-functions with iii\'s keys', () => {
+    const config = loadConfigText(
+      [
+        'workers:',
+        '  - name: iii-worker-manager',
+        '    config: { port: 49199, host: 127.0.0.1, handshake_timeout_ms: 2500 }',
+        '  - name: iii-http',
+        '    config:',
+        '      port: 3199',
+        '      host: 127.0.0.1',
+        '      default_timeout: 15000',
+        '      concurrency_request_limit: 64',
+        '      cors: { allowed_origins: ["*"], allowed_methods: [GET, post] }',
+        '      middleware: [{ function_id: mw::auth }]',
+        '  - name: iii-observability',
+        '    config: { enabled: true, service_name: svc, exporter: memory, sampling_ratio: 0.5, worker_metrics: { enabled: true } }',
+        '  - name: iii-http-functions',
+        '    config: { security: { url_allowlist: [localhost], block_private_ips: false, require_https: false } }',
+      ].join('\n'),
+      'yaml',
+      {},
+    );
+    expect(config.workers).toMatchObject({ port: 49199, host: '127.0.0.1', handshakeTimeoutMs: 2500 });
+    expect(config.api).toMatchObject({
+      port: 3199,
+      host: '127.0.0.1',
+      defaultTimeoutMs: 15000,
+      concurrencyRequestLimit: 64,
+      cors: { allowedOrigins: ['*'], allowedMethods: ['GET', 'POST'] },
+      // iii's default phase for a configured middleware is preHandler.
+      middleware: [{ functionId: 'mw::auth', phase: 'preHandler', priority: 0 }],
+    });
+    expect(config.observability).toMatchObject({ enabled: true, service_name: 'svc', exporter: 'memory', sampling_ratio: 0.5 });
+    expect(config.httpFunctions).toStrictEqual({ urlAllowlist: ['localhost'], blockPrivateIps: false, requireHttps: false });
+    expect(config.skippedModules).toEqual([]);
+  });
+
+  it('skips iii modules Switchyard does not implement, once each, and accepts the built-in engine functions', () => {
+    const config = parseConfig({
+      workers: [
+        { name: 'iii-stream', config: { port: 3112, adapter: { name: 'redis' } } },
+        { name: 'iii-state' },
+        { name: 'iii-engine-functions' },
+        { name: 'iii-http', config: { port: 4000 } },
+        { name: 'iii-cron', config: { adapter: { name: 'kv' } } },
+        { name: 'iii-stream' },
+        { name: 'my-worker', image: 'ghcr.io/acme/w:1' },
+      ],
+    });
+    expect(config.api.port).toBe(4000);
+    expect(config.skippedModules).toEqual(['iii-stream', 'iii-state', 'iii-cron', 'my-worker (image ghcr.io/acme/w:1)']);
+  });
+
+  it('names Switchyard\'s own modules switchyard-admin and switchyard-cluster', () => {
+    const config = parseConfig({
+      workers: [
+        { name: 'switchyard-admin', config: { port: 0 } },
+        { name: 'switchyard-cluster', config: { processes: 3, name: 'blue' } },
+      ],
+    });
+    expect(config.admin.port).toBe(0);
+    expect(config.cluster).toMatchObject({ processes: 3, name: 'blue' });
+  });
+
+  it('takes `http` as the newer name of iii-http and refuses both at once, as iii does', () => {
+    expect(parseConfig({ workers: [{ name: 'http', config: { port: 4001 } }] }).api.port).toBe(4001);
+    expect(issuesOf({ workers: [{ name: 'iii-http' }, { name: 'http' }] })).toEqual([
+      { path: 'workers[1](http)', message: "'iii-http' is the older name for 'http' and both are present; remove 'iii-http' (as iii 0.22.1 requires)" },
+    ]);
+  });
+
+  it('reads names in modules: too, and refuses an entry with both a class and a name', () => {
+    expect(parseConfig({ modules: [{ name: 'iii-http', config: { port: 4002 } }] }).api.port).toBe(4002);
+    expect(issuesOf({ modules: [{ class: API, name: 'iii-http' }] })).toEqual([
+      { path: `modules[0](iii-http)`, message: 'has both class and name; set one of them' },
+    ]);
+  });
+
+  it('refuses the same module in both forms', () => {
+    expect(issuesOf({ workers: [{ name: 'iii-http' }], modules: [{ class: API }] })).toEqual([
+      { path: apiPath(0), message: `duplicate module; ${API} is already configured at workers[0](iii-http)` },
+    ]);
+  });
+
+  it('names what is not supported yet: RBAC keys and a second worker listener', () => {
+    expect(
+      issuesOf({
+        workers: [
+          { name: 'iii-worker-manager', config: { port: 49199 } },
+          { name: 'iii-worker-manager', config: { port: 49135, rbac: { auth_function_id: 'a' } } },
+        ],
+      }),
+    ).toEqual([
+      {
+        path: 'workers[1](iii-worker-manager)',
+        message:
+          'a second worker listener is not supported yet (iii uses extra iii-worker-manager entries for RBAC listeners; docs/compatibility.md); iii-worker-manager is already configured at workers[0](iii-worker-manager)',
+      },
+    ]);
+    expect(issuesOf({ workers: [{ name: 'iii-worker-manager', config: { middleware_function_id: 'm', rbac: {} } }] })).toEqual([
+      { path: 'workers[0](iii-worker-manager).config.rbac', message: 'is not supported by Switchyard yet (worker RBAC; see docs/compatibility.md)' },
+      {
+        path: 'workers[0](iii-worker-manager).config.middleware_function_id',
+        message: 'is not supported by Switchyard yet (worker RBAC; see docs/compatibility.md)',
+      },
+    ]);
+  });
+
+  it('validates iii-observability and iii-http-functions against iii\'s keys', () => {
+    expect(
+      issuesOf({
+        workers: [
+          { name: 'iii-observability', config: { sampling_ratio: 2, exporter: 'zipkin' } },
+          { name: 'iii-http-functions', config: { security: { allow: [] } } },
+        ],
+      }),
+    ).toEqual([
+      { path: 'workers[0](iii-observability).config.exporter', message: 'must be one of "otlp", "memory", "both"' },
+      { path: 'workers[0](iii-observability).config.sampling_ratio', message: 'must be at most 1' },
+      { path: 'workers[1](iii-http-functions).config.security.allow', message: 'unknown key; allowed keys are url_allowlist, block_private_ips, require_https' },
+    ]);
+    // iii: an empty allowlist means any host.
+    expect(parseConfig({ workers: [{ name: 'iii-http-functions' }] }).httpFunctions.urlAllowlist).toEqual(['*']);
+  });
+});
+
+describe('module list (classes)', () => {
   it('skips unknown module classes and lists each once', () => {
     const config = parseConfig({
       modules: [
@@ -691,7 +821,7 @@ describe('loadConfigFile', () => {
     expect((err as ConfigError).code).toBe('CONFIG_INVALID');
     expect((err as ConfigError).source).toBe(file);
     expect((err as ConfigError).message).toBe(
-      `Invalid configuration in ${file} (2 issues):\n  port: must be at most 65535\n  extra: unknown key; allowed keys are port, modules`,
+      `Invalid configuration in ${file} (2 issues):\n  port: must be at most 65535\n  extra: unknown key; allowed keys are port, workers, modules`,
     );
   });
 });

@@ -152,13 +152,15 @@ describe('CorsPolicy with "*" in the configured list', () => {
   });
 });
 
-describe('CorsPolicy with empty lists', () => {
+describe('CorsPolicy with empty lists (as iii 0.22.1: empty means any)', () => {
   const policy = new CorsPolicy({ allowedOrigins: [], allowedMethods: [] });
 
-  it('allows nothing', () => {
-    expect(policy.decide('GET', { origin: 'https://a.example' })).toStrictEqual({ kind: 'headers', headers: { vary: 'Origin' } });
-    expect(policy.decide('OPTIONS', { origin: 'https://a.example', 'access-control-request-method': 'GET' })).toStrictEqual({
-      kind: 'preflight_rejected',
+  it('allows any origin, reflected with Vary, and any method on preflight', () => {
+    expect(policy.decide('GET', { origin: 'https://a.example' })).toStrictEqual({
+      kind: 'headers',
+      headers: { 'access-control-allow-origin': 'https://a.example', vary: 'Origin' },
     });
+    const preflight = policy.decide('OPTIONS', { origin: 'https://a.example', 'access-control-request-method': 'PATCH' });
+    expect(preflight).toMatchObject({ kind: 'preflight', headers: { 'access-control-allow-methods': 'GET, HEAD, PUT, PATCH, POST, DELETE, OPTIONS' } });
   });
 });
