@@ -25,6 +25,9 @@ import { CREATE_CHANNEL_FUNCTION, createChannelFunction } from './engine-functio
 import { EngineFunctions } from './workers/engine-functions.js';
 import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/worker-connection.js';
 import { WorkerServer } from './workers/worker-server.js';
+import { TriggerDelivery } from './workers/trigger-delivery.js';
+import { introspectionFunctions } from './engine-functions/introspection.js';
+import { HttpFunctionCaller } from './invocation/http-function-caller.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
 export interface EngineClusterOptions {
@@ -46,6 +49,8 @@ export interface EngineOptions {
   cluster?: EngineClusterOptions;
   /** Add the x-switchyard-served-by response header (debugging, benchmarks). */
   servedByHeader?: boolean;
+  /** Where HTTP-invoked functions' auth secrets are read from (the process environment). */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 export interface EnginePorts {
@@ -67,6 +72,7 @@ export class Engine {
   /** Streaming channels held by this process (docs/streaming.md). */
   readonly channels: ChannelRegistry;
   private readonly engineFunctions: EngineFunctions;
+  private readonly httpFunctions: HttpFunctionCaller;
   private readonly localInvoker: LocalInvoker;
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
@@ -94,6 +100,16 @@ export class Engine {
     this.engineFunctions = new EngineFunctions()
       .register(REGISTER_WORKER_FUNCTION, registerWorkerFunction)
       .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels));
+    for (const [id, fn] of introspectionFunctions({
+      snapshots: () => this.table.snapshotsHeld(),
+      engineFunctionIds: () => this.engineFunctions.ids(),
+    })) {
+      this.engineFunctions.register(id, fn);
+    }
+    this.httpFunctions = new HttpFunctionCaller(config.httpFunctions, options.env ?? {});
+    // Worker-provided trigger types: after every rebuild, each provider here gets what it should hold.
+    const delivery = new TriggerDelivery(this.hub.ownerId, () => this.hub.all(), logger.child({ module: 'triggers' }));
+    this.table.onChange(() => delivery.reconcile(this.table.snapshotsHeld()));
     this.metrics = new EngineMetrics({
       connectedWorkers: () => this.hub.size,
       localFunctions: () => this.hub.snapshot().functions.length,
@@ -167,6 +183,7 @@ export class Engine {
         onReattach: () => this.metrics.workerReconnected(),
         onFrozen: () => this.metrics.workerFrozen(),
         engineFunctions: this.engineFunctions,
+        httpFunctions: this.httpFunctions,
         ...(this.membership === undefined
           ? {}
           : { retireElsewhere: (workerId: string, token: string) => this.membership?.retireElsewhere(workerId, token) ?? 0 }),
@@ -304,6 +321,7 @@ export class Engine {
         }],
         ['workers', () => this.workerServer.close()],
         ['peers', () => this.peers?.close()],
+        ['http functions', () => this.httpFunctions.close()],
       ];
       for (const [name, step] of steps) {
         try {

@@ -1,4 +1,14 @@
-import type { DepartedWorker, FunctionRecord, OwnerSnapshot, PeerEndpoint, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
+import type {
+  CustomTriggerRecord,
+  DepartedWorker,
+  FunctionRecord,
+  OwnerSnapshot,
+  PeerEndpoint,
+  TriggerRecord,
+  TriggerTypeRecord,
+  WorkerSummary,
+} from '../routing/registrations.js';
+import { checkInvocation } from '../routing/http-invocation.js';
 import { validateTrigger } from '../routing/trigger-config.js';
 
 /**
@@ -17,7 +27,46 @@ function checkFunction(v: unknown): FunctionRecord | string {
   if (!isObject(v) || !isText(v.id) || typeof v.workerId !== 'string') return 'function needs id and workerId';
   const record: FunctionRecord = { id: v.id, workerId: v.workerId };
   if (typeof v.description === 'string') record.description = v.description;
+  if (isObject(v.metadata)) record.metadata = v.metadata;
+  if (v.requestFormat !== undefined) record.requestFormat = v.requestFormat;
+  if (v.responseFormat !== undefined) record.responseFormat = v.responseFormat;
+  if (v.invocation !== undefined) {
+    const invocation = checkInvocation(v.invocation);
+    if (typeof invocation === 'string') return `function ${v.id}: ${invocation}`;
+    record.invocation = invocation;
+  }
   return record;
+}
+
+function checkTriggerType(v: unknown): TriggerTypeRecord | string {
+  if (!isObject(v) || !isText(v.id) || !isText(v.workerId) || !isNumber(v.registeredAt) || !isNumber(v.seq)) {
+    return 'trigger type needs id, workerId, registeredAt and seq';
+  }
+  const record: TriggerTypeRecord = { id: v.id, workerId: v.workerId, registeredAt: v.registeredAt, seq: v.seq };
+  if (typeof v.description === 'string') record.description = v.description;
+  return record;
+}
+
+function checkCustomTrigger(v: unknown): CustomTriggerRecord | string {
+  if (!isObject(v) || !isText(v.id) || !isText(v.triggerType) || !isText(v.functionId) || !isText(v.workerId) || !isObject(v.config)) {
+    return 'worker-provided trigger needs id, triggerType, functionId, workerId and an object config';
+  }
+  const record: CustomTriggerRecord = { id: v.id, triggerType: v.triggerType, functionId: v.functionId, workerId: v.workerId, config: v.config };
+  if (isObject(v.metadata)) record.metadata = v.metadata;
+  return record;
+}
+
+/** An optional list of records: absent is empty; one bad entry rejects the snapshot. */
+function checkList<T>(raw: unknown, what: string, check: (v: unknown) => T | string): T[] | string {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) return `snapshot ${what} must be an array`;
+  const out: T[] = [];
+  for (const item of raw) {
+    const checked = check(item);
+    if (typeof checked === 'string') return checked;
+    out.push(checked);
+  }
+  return out;
 }
 
 /** The trigger's config as a worker would have sent it, rebuilt from the record. */
@@ -68,6 +117,8 @@ function checkWorkers(v: unknown): WorkerSummary[] {
     if (typeof item.version === 'string') summary.version = item.version;
     if (typeof item.os === 'string') summary.os = item.os;
     if (isNumber(item.pid)) summary.pid = item.pid;
+    if (typeof item.description === 'string') summary.description = item.description;
+    if (typeof item.ipAddress === 'string') summary.ipAddress = item.ipAddress;
     out.push(summary);
   }
   return out;
@@ -131,6 +182,12 @@ export function checkSnapshot(raw: unknown, ignoreTrailingSlash: boolean): Snaps
     }
     if (departed.length > 0) snapshot.departed = departed;
   }
+  const triggerTypes = checkList(raw.triggerTypes, 'triggerTypes', checkTriggerType);
+  if (typeof triggerTypes === 'string') return { ok: false, reason: triggerTypes };
+  if (triggerTypes.length > 0) snapshot.triggerTypes = triggerTypes;
+  const customTriggers = checkList(raw.customTriggers, 'customTriggers', checkCustomTrigger);
+  if (typeof customTriggers === 'string') return { ok: false, reason: customTriggers };
+  if (customTriggers.length > 0) snapshot.customTriggers = customTriggers;
   if (raw.endpoint !== undefined) {
     const endpoint = checkEndpoint(raw.endpoint);
     if (typeof endpoint === 'string') return { ok: false, reason: endpoint };

@@ -25,6 +25,7 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
   const child = new ChildEngine(bootstrap, rootLogger, {
     channel,
     servedByHeader: process.env.SWITCHYARD_SERVED_BY_HEADER === '1',
+    env: process.env,
   });
   const logger = child.log;
   let exiting = false;

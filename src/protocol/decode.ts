@@ -154,6 +154,20 @@ export function decodeMessage(parsed: unknown): DecodeResult {
     case 'unregistertriggertype':
       if (!isNonEmptyString(m.id)) return invalid('unregistertriggertype needs "id"');
       return { kind: 'message', message: { type, id: m.id } };
+    case 'triggerregistrationresult':
+      if (!isNonEmptyString(m.id)) return invalid('triggerregistrationresult needs "id"');
+      return {
+        kind: 'message',
+        message: withOptional(
+          {
+            type,
+            id: m.id,
+            trigger_type: typeof m.trigger_type === 'string' ? m.trigger_type : '',
+            function_id: typeof m.function_id === 'string' ? m.function_id : '',
+          },
+          { error: decodeWireError(m.error) },
+        ),
+      };
     case 'ping':
     case 'pong':
       return { kind: 'message', message: { type } };

@@ -121,13 +121,25 @@ export type InboundMessage =
   | RegisterServiceMessage
   | RegisterTriggerTypeMessage
   | UnregisterTriggerTypeMessage
+  | TriggerRegistrationResultMessage
   | PingMessage
   | PongMessage;
+
+/** A trigger delivered to (or withdrawn from) the worker that provides its type. */
+export interface ProviderTriggerMessage {
+  type: 'registertrigger' | 'unregistertrigger';
+  id: string;
+  trigger_type: string;
+  function_id: string;
+  config: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+}
 
 /** Every message the engine sends to a worker. */
 export type OutboundMessage =
   | WorkerRegisteredMessage
   | TriggerRegistrationResultMessage
+  | ProviderTriggerMessage
   | InvokeFunctionMessage
   | InvocationResultMessage
   | PongMessage;

@@ -9,6 +9,49 @@ export interface FunctionRecord {
   id: string;
   workerId: string;
   description?: string;
+  /** What the worker said of the function (`registerfunction`): shown by engine::functions::info. */
+  metadata?: Record<string, unknown>;
+  requestFormat?: unknown;
+  responseFormat?: unknown;
+  /** Set for an HTTP-invoked function: the engine calls this URL instead of the worker (docs/protocol.md). */
+  invocation?: HttpInvocation;
+}
+
+/** An HTTP-invoked function's target, as `registerfunction`'s `invocation` gave it (iii's shape). */
+export interface HttpInvocation {
+  url: string;
+  method: string;
+  timeoutMs?: number;
+  headers?: Record<string, string>;
+  auth?: HttpInvocationAuth;
+}
+
+/** Secrets are named by environment variable, never carried: the engine that calls reads them. */
+export type HttpInvocationAuth =
+  | { type: 'hmac'; secretKey: string }
+  | { type: 'bearer'; tokenKey: string }
+  | { type: 'api_key'; header: string; valueKey: string };
+
+/** A trigger type a worker provides (`registertriggertype`); the newest live one is the type's provider. */
+export interface TriggerTypeRecord {
+  id: string;
+  workerId: string;
+  description?: string;
+  registeredAt: number;
+  seq: number;
+}
+
+/**
+ * A trigger of a type neither built in nor engine-served (not http, http_middleware): the engine keeps
+ * it and delivers it to the worker providing the type, wherever it is in the cluster.
+ */
+export interface CustomTriggerRecord {
+  id: string;
+  triggerType: string;
+  functionId: string;
+  workerId: string;
+  config: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
 }
 
 export type TriggerRecord = TriggerSpec & {
@@ -37,6 +80,8 @@ export interface WorkerSummary {
   version?: string;
   os?: string;
   pid?: number;
+  description?: string;
+  ipAddress?: string;
 }
 
 /**
@@ -63,6 +108,10 @@ export interface OwnerSnapshot {
   departed?: readonly DepartedWorker[];
   /** Wall-clock time the owner published this version (sync-lag metric). */
   publishedAt?: number;
+  /** Trigger types this owner's workers provide (absent when none). */
+  triggerTypes?: readonly TriggerTypeRecord[];
+  /** Triggers of worker-provided types registered by this owner's workers (absent when none). */
+  customTriggers?: readonly CustomTriggerRecord[];
 }
 
 /** Sort order for bindings: older first, so the last one of a group is the newest. */

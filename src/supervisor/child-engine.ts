@@ -53,6 +53,8 @@ export interface ChildEngineOptions {
   channel: IpcChannel;
   /** Add the x-switchyard-served-by response header (debugging, benchmarks). */
   servedByHeader: boolean;
+  /** The process environment: HTTP-invoked functions read their auth secrets from it. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -92,6 +94,7 @@ export class ChildEngine {
       config,
       logger: this.logger,
       servedByHeader: this.options.servedByHeader,
+      ...(this.options.env === undefined ? {} : { env: this.options.env }),
       cluster: {
         identity: this.identity,
         bus: await makeBus(config, this.identity, this.options.channel, this.logger.child({ module: 'bus' })),

@@ -5,7 +5,9 @@ import WebSocket from 'ws';
 import type { WireErrorCode } from '../errors.js';
 import type { EngineFailureCode, InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import { toJson } from '../invocation/raw-json.js';
+import { parseWireInvocation } from '../routing/http-invocation.js';
 import { decodeFrame } from '../protocol/decode.js';
 import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../protocol/encode.js';
 import type {
@@ -15,7 +17,7 @@ import type {
   ReattachMessage,
   WireError,
 } from '../protocol/messages.js';
-import type { FunctionRecord, TriggerRecord } from '../routing/registrations.js';
+import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
 import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
 import { PendingInvocations } from './pending-invocations.js';
 import type { EngineFunction, EngineFunctions } from './engine-functions.js';
@@ -41,16 +43,21 @@ export interface WorkerConnectionDeps {
   onFrozen?: () => void;
   /** Functions the engine serves itself (`engine::…`); a call to one never reaches the invoker. */
   engineFunctions: EngineFunctions;
+  /** Calls HTTP-invoked functions; without it, registrations with `invocation` are refused. */
+  httpFunctions?: HttpFunctionCaller;
 }
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
 export const REGISTER_WORKER_FUNCTION = 'engine::workers::register';
 
-/** engine::workers::register: the worker tells who it is (name, runtime, version, os, pid). */
+/** engine::workers::register: the worker tells who it is (name, runtime, version, os, pid); iii answers `{success: true}`. */
 export const registerWorkerFunction: EngineFunction = (data, caller) => {
   caller.recordInfo(data);
-  return { ok: true, value: undefined };
+  return { ok: true, value: { success: true } };
 };
+
+/** Trigger types the engine serves itself; every other type is provided by a worker. */
+const BUILT_IN_TRIGGER_TYPES = new Set(['http', 'http_middleware']);
 
 const WIRE_CODE_FOR_ENGINE_FAILURE: Record<EngineFailureCode, WireErrorCode> = {
   FUNCTION_UNAVAILABLE: 'function_not_found',
@@ -87,7 +94,11 @@ export class WorkerConnection implements HubMember {
   readonly functions = new Map<string, FunctionRecord>();
   readonly triggers = new Map<string, TriggerRecord>();
   readonly services = new Map<string, { name?: string; description?: string }>();
-  readonly triggerTypes = new Set<string>();
+  readonly triggerTypes = new Map<string, TriggerTypeRecord>();
+  /** Triggers this worker registered on worker-provided types (delivered to the type's provider). */
+  readonly customTriggers = new Map<string, CustomTriggerRecord>();
+  /** As a trigger type's provider: the triggers delivered to it, by id, with what was delivered. */
+  readonly delivered = new Map<string, { trigger: CustomTriggerRecord; fingerprint: string }>();
   readonly pending = new PendingInvocations();
   info: WorkerInfo = {};
   private closed = false;
@@ -139,6 +150,10 @@ export class WorkerConnection implements HubMember {
 
   invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome> {
     const invocationId = randomUUID();
+    const httpTarget = this.functions.get(functionId)?.invocation;
+    if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
+      return this.deps.httpFunctions.call(functionId, httpTarget, data, timeoutMs, invocationId);
+    }
     // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
     const frame = encodeInvocation(invocationId, functionId, toJson(data));
     const result = this.pending.add(invocationId, functionId, timeoutMs);
@@ -150,8 +165,43 @@ export class WorkerConnection implements HubMember {
   }
 
   fire(functionId: string, data: unknown): boolean {
+    const httpTarget = this.functions.get(functionId)?.invocation;
+    if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
+      void this.deps.httpFunctions.call(functionId, httpTarget, data, this.deps.workerCallTimeoutMs).then((outcome) => {
+        if (!outcome.ok) this.logger.warn({ functionId, code: outcome.failure.code, reason: outcome.failure.message }, 'fire-and-forget HTTP function call failed');
+      });
+      return true;
+    }
     return this.send(
       `{"type":"invokefunction","function_id":${JSON.stringify(functionId)},"data":${toJson(data)},"action":{"type":"void"}}`,
+    );
+  }
+
+  /** As a trigger type's provider: hands it a trigger to serve (iii's `registertrigger` to the provider). */
+  deliverTrigger(trigger: CustomTriggerRecord): void {
+    this.send(
+      encodeFrame({
+        type: 'registertrigger',
+        id: trigger.id,
+        trigger_type: trigger.triggerType,
+        function_id: trigger.functionId,
+        config: trigger.config,
+        ...(trigger.metadata === undefined ? {} : { metadata: trigger.metadata }),
+      }),
+    );
+  }
+
+  /** As a trigger type's provider: takes a trigger back (its owner left or unregistered it). */
+  withdrawTrigger(trigger: CustomTriggerRecord): void {
+    this.send(
+      encodeFrame({
+        type: 'unregistertrigger',
+        id: trigger.id,
+        trigger_type: trigger.triggerType,
+        function_id: trigger.functionId,
+        config: trigger.config,
+        ...(trigger.metadata === undefined ? {} : { metadata: trigger.metadata }),
+      }),
     );
   }
 
@@ -220,7 +270,7 @@ export class WorkerConnection implements HubMember {
         this.registerTrigger(message);
         return;
       case 'unregistertrigger':
-        if (this.triggers.delete(message.id)) this.deps.hub.triggersChanged();
+        if (this.triggers.delete(message.id) || this.customTriggers.delete(message.id)) this.deps.hub.triggersChanged();
         return;
       case 'ping':
         this.send(encodeFrame({ type: 'pong' }));
@@ -233,13 +283,30 @@ export class WorkerConnection implements HubMember {
       case 'registerservice':
         this.services.set(message.id, { name: message.name, description: message.description });
         return;
-      case 'registertriggertype':
-        // Worker-provided trigger types are recorded, not routed: triggers of that type are refused.
-        this.triggerTypes.add(message.id);
-        this.logger.info({ triggerType: message.id }, 'worker offered a trigger type (not supported by this engine)');
+      case 'registertriggertype': {
+        if (BUILT_IN_TRIGGER_TYPES.has(message.id)) {
+          this.logger.warn({ triggerType: message.id }, 'a worker cannot provide a built-in trigger type; ignored');
+          return;
+        }
+        const record: TriggerTypeRecord = { id: message.id, workerId: this.id, registeredAt: Date.now(), seq: this.deps.hub.nextSeq() };
+        if (message.description !== undefined) record.description = message.description;
+        this.triggerTypes.set(message.id, record);
+        this.logger.info({ triggerType: message.id }, 'worker provides a trigger type');
+        this.deps.hub.triggersChanged();
         return;
+      }
       case 'unregistertriggertype':
-        this.triggerTypes.delete(message.id);
+        if (this.triggerTypes.delete(message.id)) this.deps.hub.triggersChanged();
+        return;
+      case 'triggerregistrationresult':
+        // A provider refused a trigger delivered to it: the binding stays (it is redelivered when a
+        // provider registers the type again); the refusal is logged here, not relayed to its owner.
+        if (message.error !== undefined) {
+          this.logger.warn(
+            { triggerId: message.id, triggerType: message.trigger_type, functionId: message.function_id, code: message.error.code, reason: message.error.message },
+            'trigger provider refused a trigger',
+          );
+        }
         return;
     }
   }
@@ -263,18 +330,48 @@ export class WorkerConnection implements HubMember {
   }
 
   private registerFunction(message: RegisterFunctionMessage): void {
-    if (message.invocation !== undefined) {
-      // HTTP-invoked external functions would make the engine an HTTP client of arbitrary URLs.
-      this.logger.warn({ functionId: message.id }, 'HTTP-invoked function registration refused (not supported)');
-      return;
-    }
     const record: FunctionRecord = { id: message.id, workerId: this.id };
+    if (message.invocation !== undefined) {
+      // An HTTP-invoked function: the engine calls its URL (http-function-caller.ts). As in iii, a
+      // registration that breaks the iii-http-functions rules is dropped and logged; nothing is acked.
+      const invocation = parseWireInvocation(message.invocation);
+      const caller = this.deps.httpFunctions;
+      const refused =
+        typeof invocation === 'string'
+          ? invocation
+          : caller === undefined
+            ? 'HTTP-invoked functions are not enabled on this engine'
+            : caller.checkRegistration(invocation);
+      if (refused !== undefined || typeof invocation === 'string') {
+        this.logger.warn({ functionId: message.id, reason: refused }, 'HTTP-invoked function registration refused');
+        return;
+      }
+      record.invocation = invocation;
+    }
     if (message.description !== undefined) record.description = message.description;
+    if (message.metadata !== undefined) record.metadata = message.metadata;
+    if (message.request_format !== undefined) record.requestFormat = message.request_format;
+    if (message.response_format !== undefined) record.responseFormat = message.response_format;
     this.functions.set(message.id, record);
     this.deps.hub.functionAdded(this, message.id);
   }
 
   private registerTrigger(message: RegisterTriggerMessage): void {
+    if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {
+      // A worker-provided type: kept (parked while no worker provides the type, as iii does) and
+      // delivered to the provider wherever it is connected (trigger-delivery.ts). No ack, as iii.
+      const record: CustomTriggerRecord = {
+        id: message.id,
+        triggerType: message.trigger_type,
+        functionId: message.function_id,
+        workerId: this.id,
+        config: message.config,
+      };
+      if (message.metadata !== undefined) record.metadata = message.metadata;
+      this.customTriggers.set(message.id, record);
+      this.deps.hub.triggersChanged();
+      return;
+    }
     const config = normalizeTriggerPaths(message.trigger_type, message.config);
     const validation = validateTrigger(message.trigger_type, config, this.deps.ignoreTrailingSlash);
     if (!validation.ok) {
@@ -350,6 +447,7 @@ export class WorkerConnection implements HubMember {
     if (typeof data.os === 'string') info.os = data.os;
     if (typeof data.pid === 'number') info.pid = data.pid;
     if (typeof data.description === 'string') info.description = data.description;
+    info.ipAddress = this.remoteAddress;
     this.info = info;
     this.deps.hub.infoChanged();
     this.logger.info({ worker: info }, 'worker registered its metadata');

@@ -1,5 +1,13 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { DepartedWorker, FunctionRecord, OwnerSnapshot, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
+import type {
+  CustomTriggerRecord,
+  DepartedWorker,
+  FunctionRecord,
+  OwnerSnapshot,
+  TriggerRecord,
+  TriggerTypeRecord,
+  WorkerSummary,
+} from '../routing/registrations.js';
 import type { SnapshotSource } from '../routing/route-table.js';
 
 const tokensEqual = (a: string, b: string): boolean => {
@@ -19,6 +27,7 @@ export interface WorkerInfo {
   os?: string;
   pid?: number;
   description?: string;
+  ipAddress?: string;
 }
 
 /**
@@ -31,6 +40,8 @@ export interface HubMember {
   readonly connectedAt: number;
   readonly functions: ReadonlyMap<string, FunctionRecord>;
   readonly triggers: ReadonlyMap<string, TriggerRecord>;
+  readonly triggerTypes: ReadonlyMap<string, TriggerTypeRecord>;
+  readonly customTriggers: ReadonlyMap<string, CustomTriggerRecord>;
   readonly info: WorkerInfo;
   readonly isOpen: boolean;
   /** Removes the connection at once on behalf of its reattached successor. */
@@ -99,8 +110,11 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
     if (this.connections.get(connection.id) !== connection) return;
     this.connections.delete(connection.id);
     for (const functionId of connection.functions.keys()) this.unindex(functionId, connection);
-    if (connection.functions.size === 0 && connection.triggers.size === 0) return;
-    if (this.reconnectGraceMs > 0) this.keepDeparted(connection);
+    if (connection.functions.size === 0 && connection.triggers.size === 0 && connection.triggerTypes.size === 0 && connection.customTriggers.size === 0) {
+      return;
+    }
+    // Trigger types and worker-provided triggers leave at once (as in iii): the type's provider is told.
+    if (this.reconnectGraceMs > 0 && (connection.functions.size > 0 || connection.triggers.size > 0)) this.keepDeparted(connection);
     this.changed();
   }
 
@@ -185,13 +199,19 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
     const functions: FunctionRecord[] = [];
     const triggers: TriggerRecord[] = [];
     const workers: WorkerSummary[] = [];
+    const triggerTypes: TriggerTypeRecord[] = [];
+    const customTriggers: CustomTriggerRecord[] = [];
     for (const connection of this.connections.values()) {
       for (const fn of connection.functions.values()) functions.push(fn);
       for (const trigger of connection.triggers.values()) triggers.push(trigger);
-      const { name, runtime, version, os, pid } = connection.info;
-      workers.push({ id: connection.id, connectedAt: connection.connectedAt, name, runtime, version, os, pid });
+      for (const type of connection.triggerTypes.values()) triggerTypes.push(type);
+      for (const trigger of connection.customTriggers.values()) customTriggers.push(trigger);
+      const { name, runtime, version, os, pid, description, ipAddress } = connection.info;
+      workers.push({ id: connection.id, connectedAt: connection.connectedAt, name, runtime, version, os, pid, description, ipAddress });
     }
     this.cached = { ownerId: this.ownerId, version: this.version, functions, triggers, workers };
+    if (triggerTypes.length > 0) this.cached.triggerTypes = triggerTypes;
+    if (customTriggers.length > 0) this.cached.customTriggers = customTriggers;
     if (this.departed.size > 0) this.cached.departed = [...this.departed.values()].map((entry) => entry.record);
     return this.cached;
   }

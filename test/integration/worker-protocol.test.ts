@@ -45,8 +45,10 @@ describe('worker protocol (raw ws client)', () => {
 
   it('refuses invalid triggers with a triggerregistrationresult error', async () => {
     const w = await connect();
+    // A type no worker provides (yet) is parked without an answer, as iii does: the next result is
+    // the first bad http trigger's.
+    w.send({ type: 'registertrigger', id: 'parked', trigger_type: 'queue', function_id: 'f::x', config: { topic: 'x' } });
     const cases: [string, Record<string, unknown>, string][] = [
-      ['queue', { topic: 'x' }, 'trigger_type_not_found'],
       ['http', { http_method: 'GET' }, 'invalid_trigger_config'],
       ['http', { api_path: '/x' }, 'invalid_trigger_config'],
       ['http', { api_path: 'query?in-path', http_method: 'GET' }, 'invalid_trigger_config'],
@@ -57,7 +59,8 @@ describe('worker protocol (raw ws client)', () => {
     ];
     for (const [index, [triggerType, config, code]] of cases.entries()) {
       w.send({ type: 'registertrigger', id: `bad-${index}`, trigger_type: triggerType, function_id: 'f::x', config });
-      const result = await w.next((f) => f.type === 'triggerregistrationresult' && f.id === `bad-${index}`);
+      const result = await w.next((f) => f.type === 'triggerregistrationresult');
+      expect(result.id).toBe(`bad-${index}`);
       expect(result).toMatchObject({ trigger_type: triggerType, function_id: 'f::x', error: { code } });
       expect(typeof result.error.message).toBe('string');
     }

@@ -150,8 +150,13 @@ export interface EngineOptions {
   workers?: Record<string, unknown>;
   /** ClusterModule config; tests run one child unless they ask for more. */
   cluster?: Record<string, unknown>;
-  /** Extra module entries appended to `modules`. */
-  modules?: { class: string; config?: Record<string, unknown> }[];
+  /** Extra module entries appended to `modules` (by class or by name). */
+  modules?: { class?: string; name?: string; config?: Record<string, unknown> }[];
+  /**
+   * The whole config file instead, as YAML (iii 0.22's `workers:` form), given the admin port the
+   * harness polls for readiness: the test writes every module itself.
+   */
+  yaml?: (adminPort: number) => string;
   env?: NodeJS.ProcessEnv;
   logLevel?: string;
   /** Node flags for the engine (children inherit them), e.g. `--cpu-prof`. */
@@ -161,7 +166,7 @@ export interface EngineOptions {
 /** Starts `switchyard --config <tmp>` on ephemeral loopback ports; resolves when /readyz answers 200. */
 export async function startEngine(options: EngineOptions = {}): Promise<EngineHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'switchyard-test-'));
-  const configPath = join(dir, 'config.json');
+  const configPath = join(dir, options.yaml === undefined ? 'config.json' : 'config.yaml');
   const adminPort = await freePort();
   const config = {
     modules: [
@@ -172,7 +177,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
       ...(options.modules ?? []),
     ],
   };
-  await writeFile(configPath, JSON.stringify(config));
+  await writeFile(configPath, options.yaml === undefined ? JSON.stringify(config) : options.yaml(adminPort));
   const p = spawnManaged(
     process.execPath,
     [...(options.nodeArgs ?? []), ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],

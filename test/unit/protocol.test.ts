@@ -433,6 +433,7 @@ describe('decodeFrame properties', () => {
     'registerservice',
     'registertriggertype',
     'unregistertriggertype',
+    'triggerregistrationresult',
     'ping',
     'pong',
   ] as const;
@@ -449,6 +450,7 @@ describe('decodeFrame properties', () => {
     registerservice: ['type', 'id', 'name', 'description'],
     registertriggertype: ['type', 'id', 'description'],
     unregistertriggertype: ['type', 'id'],
+    triggerregistrationresult: ['type', 'id', 'trigger_type', 'function_id', 'error'],
     ping: ['type'],
     pong: ['type'],
   };

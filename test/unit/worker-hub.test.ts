@@ -13,7 +13,7 @@ function fakeConnection(id: string, functionIds: string[], routes: [string, stri
     if (!v.ok) throw new Error(v.message);
     triggers.set(`t-${fn}`, { ...v.spec, id: `t-${fn}`, functionId: fn, workerId: id, registeredAt: 1, seq: 1 });
   }
-  return { id, functions, triggers, isOpen: true, connectedAt: 0, info: {}, reattachToken: `token-${id}`, retire };
+  return { id, functions, triggers, triggerTypes: new Map(), customTriggers: new Map(), isOpen: true, connectedAt: 0, info: {}, reattachToken: `token-${id}`, retire };
 }
 
 function connect(hub: WorkerHub, connection: HubMember): void {
