@@ -102,7 +102,7 @@ describe('an iii 0.22 config.yaml (workers: form) starts Switchyard: sdk/fixture
   it('serves routes and warns once for each iii module it does not implement', async () => {
     const worker = registerWorker(engine.workerUrl, { reconnectionConfig: RECONNECT });
     try {
-      worker.registerFunction('compat::hello', async () => ({ status_code: 200, body: { hello: 'iii' } }));
+      worker.registerFunction('compat::hello', () => Promise.resolve({ status_code: 200, body: { hello: 'iii' } }));
       worker.registerTrigger({ type: 'http', function_id: 'compat::hello', config: { api_path: 'compat/hello', http_method: 'GET' } });
       const res = await waitForStatus(`${engine.httpUrl}/compat/hello`, (s) => s === 200);
       expect(res.json()).toEqual({ hello: 'iii' });
@@ -125,7 +125,7 @@ describe('iii-sdk against a two-node cluster', () => {
     clients.push(client);
     return client;
   };
-  const call = <T>(client: Client, functionId: string, payload: unknown = {}): Promise<T> => client.trigger({ function_id: functionId, payload }) as Promise<T>;
+  const call = <T>(client: Client, functionId: string, payload: unknown = {}): Promise<T> => client.trigger<unknown, T>({ function_id: functionId, payload });
 
   beforeAll(async () => {
     redis = await startRedisServer();
@@ -157,7 +157,7 @@ describe('iii-sdk against a two-node cluster', () => {
   describe('engine functions, cluster-wide (sdk/packages/node/iii/tests/service-triggers.test.ts)', () => {
     it('lists functions, trigger types, registered triggers and workers of a worker on the other node', async () => {
       const owner = connect(nodeA, 'compat-owner');
-      owner.registerFunction('compat::listed', async () => ({ ok: true }), { description: 'a listed function', metadata: { team: 'blue' } });
+      owner.registerFunction('compat::listed', () => Promise.resolve({ ok: true }), { description: 'a listed function', metadata: { team: 'blue' } });
       owner.registerTrigger({ type: 'http', function_id: 'compat::listed', config: { api_path: 'compat/listed', http_method: 'GET' } });
       const reader = connect(nodeB, 'compat-reader');
       type Rows = { functions: { function_id: string; worker_name: string; description?: string; metadata?: unknown }[] };
@@ -208,13 +208,15 @@ describe('iii-sdk against a two-node cluster', () => {
       sdk.registerTriggerType(
         { id: type, description: 'compat trigger type' },
         {
-          registerTrigger: async (cfg: { id: string; function_id: string; config: unknown }) => {
+          registerTrigger: (cfg: { id: string; function_id: string; config: unknown }) => {
             registered.push(cfg);
             bindings.set(cfg.id, cfg);
+            return Promise.resolve();
           },
-          unregisterTrigger: async (cfg: { id: string; function_id: string; config: unknown }) => {
+          unregisterTrigger: (cfg: { id: string; function_id: string; config: unknown }) => {
             unregistered.push(cfg);
             bindings.delete(cfg.id);
+            return Promise.resolve();
           },
         },
       );
@@ -227,9 +229,9 @@ describe('iii-sdk against a two-node cluster', () => {
     const makeConsumer = (node: EngineHandle, type: string, fn: string) => {
       const calls: unknown[] = [];
       const sdk = connect(node);
-      sdk.registerFunction(fn, async (payload: unknown) => {
+      sdk.registerFunction(fn, (payload: unknown) => {
         calls.push(payload);
-        return { ok: true };
+        return Promise.resolve({ ok: true });
       });
       sdk.registerTrigger({ type, function_id: fn, config: { tag: 'compat' } });
       return { sdk, calls };
@@ -331,7 +333,7 @@ describe('iii-sdk against a two-node cluster', () => {
     it('refuses a registration outside the allowlist (iii-http-functions security)', async () => {
       const owner = connect(nodeA);
       owner.registerFunction('compat::outside', { url: 'http://localhost:9/elsewhere', method: 'POST' });
-      owner.registerFunction('compat::inside', async () => ({ ok: true }));
+      owner.registerFunction('compat::inside', () => Promise.resolve({ ok: true }));
       await waitUntil(
         async () => (await call<{ functions: { function_id: string }[] }>(owner, 'engine::functions::list')).functions.some((f) => f.function_id === 'compat::inside'),
         10_000,
