@@ -27,12 +27,19 @@ export type HttpErrorCode = keyof typeof HTTP_ERRORS;
 
 /** Codes sent to workers in `triggerregistrationresult.error` and `invocationresult.error`. */
 export const WIRE_ERRORS = {
-  trigger_type_not_found: 'The trigger type is not supported by this engine',
   invalid_trigger_config: 'The trigger config is invalid',
   function_not_found: 'No connected worker serves this function',
   invocation_timeout: 'The invocation did not complete before its deadline',
   worker_disconnected: 'The worker serving the invocation disconnected',
   engine_shutting_down: 'The engine is shutting down',
+  // An HTTP-invoked function's call (docs/protocol.md#http-invoked-functions), iii's codes.
+  url_validation_failed: "The function's URL breaks the iii-http-functions security rules",
+  http_request_failed: "The function's URL could not be reached",
+  invalid_response: "The function's URL answered 2xx with a body that is not JSON",
+  http_error: "The function's URL answered 4xx or 5xx without an {error: {code, message}} body",
+  secret_not_found: 'The HMAC secret the registration names is not in the environment',
+  token_not_found: 'The bearer token the registration names is not in the environment',
+  api_key_not_found: 'The API key the registration names is not in the environment',
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

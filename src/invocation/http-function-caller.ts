@@ -4,6 +4,7 @@ import type { LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 import { Agent, request } from 'undici';
 import type { HttpFunctionsConfig } from '../config/types.js';
+import type { WireErrorCode } from '../errors.js';
 import type { HttpInvocation } from '../routing/registrations.js';
 import type { InvocationOutcome } from './invoker.js';
 import { engineFailure } from './invoker.js';
@@ -121,7 +122,8 @@ export class HttpFunctionCaller {
     if (auth !== undefined) {
       const secret = this.env[this.authKey(invocation) as string];
       if (secret === undefined) {
-        const [code, what] = auth.type === 'hmac' ? ['secret_not_found', 'Secret'] : auth.type === 'bearer' ? ['token_not_found', 'Token'] : ['api_key_not_found', 'API key'];
+        const [code, what]: [WireErrorCode, string] =
+          auth.type === 'hmac' ? ['secret_not_found', 'Secret'] : auth.type === 'bearer' ? ['token_not_found', 'Token'] : ['api_key_not_found', 'API key'];
         return workerError(code, `${what} not found: ${this.authKey(invocation) as string}`);
       }
       if (auth.type === 'hmac') {
@@ -174,7 +176,7 @@ export class HttpFunctionCaller {
   }
 }
 
-function workerError(code: string, message: string): InvocationOutcome {
+function workerError(code: WireErrorCode, message: string): InvocationOutcome {
   return { ok: false, failure: { source: 'worker', code, message } };
 }
 

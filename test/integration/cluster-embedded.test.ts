@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { http, waitForStatus } from '../support/http.js';
+import { http, waitForEveryProcess, waitForStatus } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
@@ -38,7 +38,7 @@ describe('embedded cluster: processes: 2', () => {
 
   it('serves a worker connected to one child from both children, over fresh connections', async () => {
     // Wait until the route is in both children's tables: a run of fresh connections all answered.
-    await waitForStatus(`${engine.httpUrl}/emb/probe`, (s) => s === 200, { headers: { connection: 'close' } });
+    await waitForEveryProcess(`${engine.httpUrl}/emb/probe`, 2);
     const ids = new Set<string>();
     for (let i = 0; i < 20; i++) {
       const id = `emb-${i}`;
