@@ -105,7 +105,7 @@ export class HttpFunctionCaller {
   }
 
   /** Calls the function's URL once, within `remainingMs` of the caller's deadline. */
-  async call(functionId: string, invocation: HttpInvocation, data: unknown, remainingMs: number, invocationId = randomUUID()): Promise<InvocationOutcome> {
+  async call(functionId: string, invocation: HttpInvocation, data: unknown, remainingMs: number, invocationId: string = randomUUID()): Promise<InvocationOutcome> {
     const url = this.checkUrl(invocation.url);
     if (!url.ok) return workerError('url_validation_failed', url.message);
     // Forwarded calls carry their payload as raw JSON text (raw-json.ts): sent as it came.
