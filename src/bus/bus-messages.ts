@@ -1,4 +1,5 @@
 import type { OwnerSnapshot } from '../routing/registrations.js';
+import { isPlainObject } from '../values.js';
 
 /**
  * Messages on the bus (IPC through the primary, or Redis pub/sub). One decoder turns anything received
@@ -24,7 +25,7 @@ export interface BusEnvelope {
 
 export type BusDecode = { ok: true; message: BusMessage } | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER'; reason: string };
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = isPlainObject;
 
 function isSnapshot(v: unknown): v is OwnerSnapshot {
   return (

@@ -7,7 +7,7 @@ import { createRedisConnection, quitConnection, redactRedisUrl, withDeadline } f
 import { RedisKeyspace } from './redis-keyspace.js';
 import { RedisPeerStore } from './redis-peer-store.js';
 import { RedisPeerView } from './redis-peer-view.js';
-import { WarnThrottle } from './redis-warn-throttle.js';
+import { WarnThrottle } from '../observability/warn-throttle.js';
 
 export interface RedisBusOptions {
   url: string;

@@ -10,6 +10,7 @@ import type {
 } from '../routing/registrations.js';
 import { checkInvocation } from '../routing/http-invocation.js';
 import { validateTrigger } from '../routing/trigger-config.js';
+import { isPlainObject } from '../values.js';
 
 /**
  * A peer's snapshot is checked field by field before it reaches the table, and its triggers are
@@ -19,7 +20,7 @@ import { validateTrigger } from '../routing/trigger-config.js';
 export type SnapshotCheck = { ok: true; snapshot: OwnerSnapshot } | { ok: false; reason: string };
 
 type Obj = Record<string, unknown>;
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = isPlainObject;
 const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 

@@ -10,6 +10,7 @@ import {
   topLevelSchema,
   workerModuleSchema,
 } from './schema.js';
+import { isPlainObject } from '../values.js';
 
 /**
  * The configuration reference, derived from the schemas so the README cannot drift from what the
@@ -46,7 +47,7 @@ function toJsonSchema(schema: z.ZodType): JsonSchema {
 }
 
 function asSchema(value: unknown): JsonSchema | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as JsonSchema) : undefined;
+  return isPlainObject(value) ? value : undefined;
 }
 
 function range(schema: JsonSchema): string {

@@ -26,12 +26,10 @@ import type {
   WorkerModuleInput,
 } from './schema.js';
 import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, HttpFunctionsConfig, ObservabilityConfig, WorkersConfig } from './types.js';
+import { isPlainObject } from '../values.js';
 
 type PlainObject = Record<string, unknown>;
 
-function isPlainObject(value: unknown): value is PlainObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /**
  * A key whose value is null counts as absent, so `redis_url: ${REDIS_URL:}` (which YAML reads as null)
@@ -315,7 +313,7 @@ function toObservabilityConfig(observability: ObservabilityModuleInput): Observa
 
 function toHttpFunctionsConfig(httpFunctions: HttpFunctionsModuleInput): HttpFunctionsConfig {
   const { url_allowlist: allowlist, block_private_ips: blockPrivateIps, require_https: requireHttps } = httpFunctions.security;
-  // iii: an empty allowlist means every host (engine/src/config/mod.rs).
+  // As in iii 0.22.1 (docs/compatibility.md): an empty allowlist means every host.
   return { urlAllowlist: allowlist.length === 0 ? ['*'] : [...allowlist], blockPrivateIps, requireHttps };
 }
 

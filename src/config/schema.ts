@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { HTTP_TOKEN } from '../values.js';
 
 /**
  * The config file schemas, in the file's own (snake_case, iii) vocabulary. Each `.describe()` is the
@@ -18,7 +19,7 @@ export const MODULE_CLASSES = {
 /**
  * The iii 0.22 `workers:` form: each module's name. iii's own names for what Switchyard implements,
  * `switchyard-…` for Switchyard's own modules. iii 0.22.1 accepts `http` as the newer name of
- * `iii-http` and refuses a file that has both (engine/src/workers/config.rs); so does Switchyard.
+ * `iii-http` and refuses a file that has both; so does Switchyard (docs/compatibility.md).
  */
 export const MODULE_NAMES = {
   api: 'iii-http',
@@ -44,8 +45,6 @@ export const DEFAULT_CHILD_NODE_ARGS = ['--heap-growing-percent=50'] as const;
 // Node clamps a timer delay above 2^31-1 ms to 1 ms, which would turn a huge timeout into an instant one.
 const MAX_TIMER_MS = 2_147_483_647;
 
-// RFC 9110 token characters: what a header name or a method may consist of.
-const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 export const MIDDLEWARE_PHASES = ['onRequest', 'preHandler', 'postHandler', 'onResponse', 'onError', 'onTimeout'] as const;
 
@@ -285,7 +284,7 @@ export const observabilityModuleSchema = z
     worker_metrics: z.record(z.string(), z.unknown()).optional().describe('Worker metrics collection (iii 0.22 example configs)'),
   })
   .describe(
-    'OpenTelemetry settings, with iii-observability\'s keys (engine/src/workers/observability/config.rs). Read and validated; docs/compatibility.md says which ones Switchyard applies today',
+    'OpenTelemetry settings, with iii-observability\'s keys. Read and validated; docs/compatibility.md says which ones Switchyard applies',
   );
 
 export const httpFunctionsModuleSchema = z

@@ -1,8 +1,10 @@
+import type { MIDDLEWARE_PHASES } from './schema.js';
+
 /**
  * The validated engine configuration: camelCase, units in the names, deeply frozen. Optional fields are
  * absent (never `undefined`-valued) when unset, so `'cors' in config.api` tells whether CORS was set.
  */
-export type MiddlewarePhase = 'onRequest' | 'preHandler' | 'postHandler' | 'onResponse' | 'onError' | 'onTimeout';
+export type MiddlewarePhase = (typeof MIDDLEWARE_PHASES)[number];
 
 export interface CorsConfig {
   allowedOrigins: readonly string[];

@@ -1,9 +1,10 @@
 import type { CustomTriggerRecord, FunctionRecord, OwnerSnapshot, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
 import type { EngineFunction, EngineFunctionResult } from '../workers/engine-functions.js';
+import { isPlainObject } from '../values.js';
 
 /**
  * The engine's introspection functions, with iii 0.22.1's names, inputs and output shapes
- * (engine/src/workers/engine_fn/mod.rs): functions, trigger types, registered triggers and workers.
+ * (docs/compatibility.md): functions, trigger types, registered triggers and workers.
  * They read the replicated table, so a worker on any process or node sees the whole cluster.
  */
 export const INTROSPECTION_FUNCTIONS = {
@@ -184,7 +185,7 @@ const searchMatches = (search: string | undefined, ...texts: (string | undefined
 const ok = (value: unknown): EngineFunctionResult => ({ ok: true, value });
 const fail = (code: string, message: string): EngineFunctionResult => ({ ok: false, error: { code, message } });
 const byKey = <T>(key: (item: T) => string) => (a: T, b: T): number => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
-const asInput = (data: unknown): Input => (typeof data === 'object' && data !== null && !Array.isArray(data) ? (data as Input) : {});
+const asInput = (data: unknown): Input => (isPlainObject(data) ? data : {});
 
 /** iii hides `engine::…` functions (except the queue ones) and functions tagged `metadata.internal`. */
 function isInternal(row: Row): boolean {

@@ -27,7 +27,7 @@ export class CorsPolicy {
       this.anyOrigin = true;
       this.methodList = ANY_METHODS;
     } else {
-      // As iii 0.22.1 (rest_api/api_core.rs): an empty origin list or `*` allows any origin, an empty
+      // As iii 0.22.1 (docs/compatibility.md): an empty origin list or `*` allows any origin, an empty
       // method list any method.
       this.anyOrigin = config.allowedOrigins.length === 0 || config.allowedOrigins.includes('*');
       this.origins = new Set(config.allowedOrigins);

@@ -1,3 +1,4 @@
+import { HTTP_TOKEN } from '../values.js';
 /**
  * A strict reading of HTTP/1.1 request framing, kept beside Node's parser on every connection
  * (docs/http.md#framing). Node's parser accepts forms that a front proxy may read differently
@@ -25,7 +26,7 @@ type State =
 /** Node's own head limit (http-server.ts); past it Node answers 431. */
 const MAX_HEAD_BYTES = 16 * 1024;
 const MAX_LINE_BYTES = 1024;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const TOKEN = HTTP_TOKEN;
 const TARGET = /^[\x21-\x7e]+$/;
 const VERSION = /^HTTP\/1\.[01]$/;
 const HEX = /^[0-9A-Fa-f]{1,12}$/;

@@ -6,7 +6,8 @@ import { RawJson } from '../invocation/raw-json.js';
 import type { Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
-import { deepMerge, isPlainObject, MergeDepthError } from '../middleware/merge.js';
+import { deepMerge, MergeDepthError } from '../middleware/merge.js';
+import { HTTP_TOKEN, isPlainObject } from '../values.js';
 import { decodeMiddlewareResult } from '../middleware/middleware-result.js';
 
 /** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
@@ -28,7 +29,7 @@ const CONTINUE: PhaseOutcome = Object.freeze({ kind: 'continue' });
 
 /** Request fields a `continue.request` patch may change; the rest (id, ip, trigger) is the engine's. */
 const PATCHABLE_REQUEST_KEYS: ReadonlySet<string> = new Set(['path', 'method', 'headers', 'query_params', 'path_params', 'body']);
-const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const METHOD_TOKEN = HTTP_TOKEN;
 
 /**
  * Why a request patch is unusable, or undefined. `path` and `method` are scalars and `headers` must be

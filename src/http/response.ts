@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { HTTP_ERRORS } from '../errors.js';
+import { HTTP_TOKEN, isPlainObject } from '../values.js';
 
 /**
  * Turning a handler's ApiResponse into HTTP (docs/http.md#responses), and the engine's own error
@@ -14,12 +15,12 @@ export interface HttpReply {
 
 export type MapResult = { ok: true; reply: HttpReply } | { ok: false; message: string };
 
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const TOKEN = HTTP_TOKEN;
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** The engine owns framing and connection management; a handler cannot set these. */
 const ENGINE_OWNED = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'trailer']);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isRecord = isPlainObject;
 
 /**
  * Adds one handler-set header to `out` (lower-cased), or says why it is invalid. Headers the engine

@@ -12,7 +12,7 @@ import { toJson } from './raw-json.js';
 
 /**
  * Calls HTTP-invoked functions (a worker's `registerfunction` with `invocation`), as iii 0.22.1 does
- * (engine/src/invocation/http_invoker.rs, url_validator.rs, signature.rs, auth.rs): a JSON body, the
+ * (docs/protocol.md#http-invoked-functions): a JSON body, the
  * `x-iii-*` headers, the auth the registration names (secrets read from this process's environment),
  * the iii-http-functions allowlist and private-address rules. Redirects are not followed. A call is
  * made once: its failure is the function's failure, never a reason to try another replica.

@@ -1,7 +1,7 @@
 /**
  * Every function call the engine makes (handler, condition, middleware, not-found, and calls one
- * worker makes to another) goes through an Invoker. Today there is the local one (a worker socket on
- * this process); the cluster adds a forwarding one behind the same interface.
+ * worker makes to another) goes through an Invoker: the local one (a worker socket on this process),
+ * the cluster's forwarding one and the reconnect-grace one, all behind the same interface.
  */
 export interface InvokeOptions {
   /** Absolute deadline on the `performance.now()` clock. */

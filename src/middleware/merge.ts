@@ -1,3 +1,5 @@
+import { isPlainObject } from '../values.js';
+
 /**
  * Deep merge for middleware `continue` patches (docs/middleware.md#patches): objects merge key by key,
  * arrays and scalars replace. Keys that could reach a prototype are refused (dropped and counted),
@@ -16,8 +18,6 @@ export interface MergeReport {
   refusedKeys: number;
 }
 
-export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A copy of a patch value, with forbidden keys dropped at every depth. */
 function sanitize(value: unknown, depth: number, report: MergeReport): unknown {

@@ -1,4 +1,4 @@
-import { isPlainObject } from './merge.js';
+import { isPlainObject } from '../values.js';
 
 /** What a middleware function may return (http-module.md §2.6). */
 export type MiddlewareResult =

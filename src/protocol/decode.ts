@@ -1,4 +1,5 @@
 import type { InboundMessage, WireError } from './messages.js';
+import { isPlainObject } from '../values.js';
 
 /**
  * The one decoder for worker frames: returns a typed message, `ignored` for a well-formed frame of a
@@ -12,7 +13,7 @@ export type DecodeResult =
 
 type Obj = Record<string, unknown>;
 
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = isPlainObject;
 const isNonEmptyString = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 const optString = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const optObject = (v: unknown): Obj | undefined => (isObject(v) ? v : undefined);

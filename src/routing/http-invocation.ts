@@ -1,4 +1,5 @@
 import type { HttpInvocation, HttpInvocationAuth } from './registrations.js';
+import { HTTP_TOKEN, isPlainObject } from '../values.js';
 
 /**
  * The `invocation` of a `registerfunction` (an HTTP-invoked function), read from the wire (iii-sdk's
@@ -7,14 +8,12 @@ import type { HttpInvocation, HttpInvocationAuth } from './registrations.js';
  */
 
 const METHODS = new Set(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
-// RFC 9110 token: what a header name may consist of.
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_NAME = HTTP_TOKEN;
 // Header values: visible characters, spaces and tabs; no CR or LF (no header injection).
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const MAX_TIMEOUT_MS = 2_147_483_647;
 
-type Obj = Record<string, unknown>;
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = isPlainObject;
 const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 
 function checkHeaders(v: unknown): Record<string, string> | string {

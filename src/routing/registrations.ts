@@ -2,8 +2,8 @@ import type { MiddlewarePhase } from '../config/types.js';
 import type { TriggerSpec } from './trigger-config.js';
 
 /**
- * What one owner (a peer: today the local process) has registered. This is the unit the replicated
- * table stores and, later, the unit a bus publishes: plain data, no sockets.
+ * What one owner (a peer: one engine process) has registered. This is the unit the replicated
+ * table stores and the bus publishes: plain data, no sockets.
  */
 export interface FunctionRecord {
   id: string;

@@ -1,6 +1,8 @@
 import type { MiddlewarePhase } from '../config/types.js';
 import type { PathPattern } from './path-pattern.js';
 import { normalizeApiPath, parsePathPattern } from './path-pattern.js';
+import { HTTP_TOKEN, isPlainObject } from '../values.js';
+import { MIDDLEWARE_PHASES } from '../config/schema.js';
 
 /** The two trigger types the HTTP module adds (http-module.md §6), validated at registration. */
 export interface HttpTriggerConfig {
@@ -18,14 +20,7 @@ export interface MiddlewareTriggerConfig {
   priority: number;
 }
 
-export const MIDDLEWARE_PHASES: readonly MiddlewarePhase[] = [
-  'onRequest',
-  'preHandler',
-  'postHandler',
-  'onResponse',
-  'onError',
-  'onTimeout',
-];
+export { MIDDLEWARE_PHASES };
 
 export type TriggerSpec =
   | { type: 'http'; http: HttpTriggerConfig }
@@ -35,13 +30,11 @@ export type TriggerValidation =
   | { ok: true; spec: TriggerSpec }
   | { ok: false; code: 'trigger_type_not_found' | 'invalid_trigger_config'; message: string };
 
-/** RFC 9110 token: what a method name may contain. */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const TOKEN = HTTP_TOKEN;
 
 const invalid = (message: string): TriggerValidation => ({ ok: false, code: 'invalid_trigger_config', message });
 
-const isObject = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = isPlainObject;
 
 function validateHttp(config: Record<string, unknown>, ignoreTrailingSlash: boolean): TriggerValidation {
   const { api_path: apiPath, http_method: httpMethod } = config;

@@ -8,6 +8,7 @@ import { engineFailure } from '../invocation/invoker.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import { toJson } from '../invocation/raw-json.js';
 import { parseWireInvocation } from '../routing/http-invocation.js';
+import { WarnThrottle } from '../observability/warn-throttle.js';
 import { decodeFrame } from '../protocol/decode.js';
 import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../protocol/encode.js';
 import type {
@@ -24,6 +25,7 @@ import type { EngineFunction, EngineFunctions } from './engine-functions.js';
 import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
 import { WorkerOutbound } from './worker-outbound.js';
+import { isPlainObject } from '../values.js';
 
 export interface WorkerConnectionDeps {
   hub: WorkerHub<WorkerConnection>;
@@ -79,7 +81,7 @@ const MALFORMED_WARNS_PER_INTERVAL = 10;
 
 let nextHeartbeatSlot = 0;
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isRecord = isPlainObject;
 
 /**
  * One worker's WebSocket: decodes its frames, keeps exactly what it registered, and owns the
@@ -104,7 +106,7 @@ export class WorkerConnection implements HubMember {
   private closed = false;
   /** Heartbeat ticks since the last frame or pong from the worker. */
   private silentTicks = 0;
-  private malformedWindow = { startedMs: 0, count: 0, held: 0 };
+  private readonly malformedWarnings: WarnThrottle;
   private readonly logger: Logger;
   private readonly outbound: WorkerOutbound;
 
@@ -116,6 +118,7 @@ export class WorkerConnection implements HubMember {
     transport?: CorkableTransport,
   ) {
     this.logger = deps.logger.child({ workerId: this.id });
+    this.malformedWarnings = new WarnThrottle(this.logger, MALFORMED_WARN_INTERVAL_MS, MALFORMED_WARNS_PER_INTERVAL);
     this.outbound = new WorkerOutbound(socket, this.logger, () => this.closed, transport);
   }
 
@@ -313,20 +316,7 @@ export class WorkerConnection implements HubMember {
 
   /** Logs a malformed frame: a warning for the first few per interval, then debug (a flood cannot flood the log). */
   private malformed(fields: Record<string, unknown>): void {
-    const now = performance.now();
-    const window = this.malformedWindow;
-    if (now - window.startedMs >= MALFORMED_WARN_INTERVAL_MS) {
-      const held = window.held;
-      this.malformedWindow = { startedMs: now, count: 1, held: 0 };
-      this.logger.warn(held > 0 ? { ...fields, suppressed: held } : fields, 'malformed worker frame ignored');
-      return;
-    }
-    if (++window.count <= MALFORMED_WARNS_PER_INTERVAL) {
-      this.logger.warn(fields, 'malformed worker frame ignored');
-      return;
-    }
-    window.held++;
-    this.logger.debug(fields, 'malformed worker frame ignored');
+    this.malformedWarnings.warn('malformed', fields, 'malformed worker frame ignored');
   }
 
   private registerFunction(message: RegisterFunctionMessage): void {
