@@ -25,6 +25,14 @@ export const HTTP_ERRORS = {
 
 export type HttpErrorCode = keyof typeof HTTP_ERRORS;
 
+/**
+ * The engine-side reasons an invocation fails (the Invoker's `engine` failures). Each is an HTTP code;
+ * the forward protocol accepts exactly these from a peer (forwarding/forward-messages.ts).
+ */
+export const ENGINE_FAILURE_CODES = ['TIMEOUT', 'WORKER_DISCONNECTED', 'FUNCTION_UNAVAILABLE', 'SHUTTING_DOWN'] as const satisfies readonly HttpErrorCode[];
+
+export type EngineFailureCode = (typeof ENGINE_FAILURE_CODES)[number];
+
 /** Codes sent to workers in `triggerregistrationresult.error` and `invocationresult.error`. */
 export const WIRE_ERRORS = {
   invalid_trigger_config: 'The trigger config is invalid',
@@ -40,14 +48,26 @@ export const WIRE_ERRORS = {
   secret_not_found: 'The HMAC secret the registration names is not in the environment',
   token_not_found: 'The bearer token the registration names is not in the environment',
   api_key_not_found: 'The API key the registration names is not in the environment',
+  // Engine functions (docs/protocol.md#engine-functions), iii's codes.
+  NOT_FOUND: 'The function, trigger, trigger type or worker an engine function was asked about does not exist',
+  INVALID_ARGUMENTS: "An engine function's input is invalid",
+  invocation_failed: 'An engine function failed',
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;
 
+/** Codes of errors thrown inside the engine and caught by the code that reports them (logs, replies). */
+export const INTERNAL_ERRORS = {
+  MERGE_TOO_DEEP: 'A middleware patch is nested deeper than the merge allows (the request fails with MIDDLEWARE_FAILED)',
+} as const;
+
+/** Every code a thrown SwitchyardError may carry. */
+export type SwitchyardErrorCode = keyof typeof STARTUP_ERRORS | keyof typeof CLUSTER_ERRORS | keyof typeof INTERNAL_ERRORS;
+
 /** An error with a stable code; the original error, if any, rides on `cause`. */
 export class SwitchyardError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  readonly code: SwitchyardErrorCode;
+  constructor(code: SwitchyardErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'SwitchyardError';
     this.code = code;

@@ -183,7 +183,7 @@ const str = (input: Input, key: string): string | undefined => (typeof input[key
 const searchMatches = (search: string | undefined, ...texts: (string | undefined)[]): boolean =>
   search === undefined || search === '' || texts.some((text) => (text ?? '').toLowerCase().includes(search.toLowerCase()));
 const ok = (value: unknown): EngineFunctionResult => ({ ok: true, value });
-const fail = (code: string, message: string): EngineFunctionResult => ({ ok: false, error: { code, message } });
+const fail = (code: 'NOT_FOUND' | 'INVALID_ARGUMENTS', message: string): EngineFunctionResult => ({ ok: false, error: { code, message } });
 const byKey = <T>(key: (item: T) => string) => (a: T, b: T): number => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
 const asInput = (data: unknown): Input => (isPlainObject(data) ? data : {});
 

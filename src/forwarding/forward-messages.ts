@@ -1,3 +1,4 @@
+import { ENGINE_FAILURE_CODES } from '../errors.js';
 import type { EngineFailureCode, InvocationOutcome } from '../invocation/invoker.js';
 import { RawJson, toJson } from '../invocation/raw-json.js';
 import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
@@ -132,12 +133,7 @@ export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameByt
   return encodeFrame([KIND.resultWorkerError, id, failure.code, failure.message, failure.stacktrace ?? null]);
 }
 
-const ENGINE_CODES: ReadonlySet<string> = new Set<EngineFailureCode>([
-  'TIMEOUT',
-  'WORKER_DISCONNECTED',
-  'FUNCTION_UNAVAILABLE',
-  'SHUTTING_DOWN',
-]);
+const ENGINE_CODES: ReadonlySet<string> = new Set<EngineFailureCode>(ENGINE_FAILURE_CODES);
 
 function malformed(what: string): FrameError {
   return new FrameError('FORWARD_FRAME_MALFORMED', `malformed ${what}`);

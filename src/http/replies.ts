@@ -1,6 +1,6 @@
 import type { InvocationFailure, InvocationOutcome } from '../invocation/invoker.js';
 import type { HttpReply } from './response.js';
-import { errorReply, mapApiResponse } from './response.js';
+import { errorReply, mapApiResponse, workerErrorReply } from './response.js';
 
 /** How an invocation's outcome becomes HTTP (docs/http.md#errors-and-status-codes). Pure functions. */
 export const RETRY_AFTER_SECONDS = '1';
@@ -17,7 +17,7 @@ export function responseReply(value: unknown, requestId: string): HttpReply {
 }
 
 export function failureReply(failure: InvocationFailure, requestId: string): HttpReply {
-  if (failure.source === 'worker') return errorReply(failure.code, requestId, { status: 500, message: failure.message });
+  if (failure.source === 'worker') return workerErrorReply(failure, requestId);
   if (failure.code === 'FUNCTION_UNAVAILABLE') {
     return errorReply('FUNCTION_UNAVAILABLE', requestId, { headers: [['retry-after', RETRY_AFTER_SECONDS]] });
   }

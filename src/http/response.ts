@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { HTTP_ERRORS } from '../errors.js';
+import type { HttpErrorCode } from '../errors.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
 
 /**
@@ -92,17 +93,31 @@ export function mapApiResponse(value: unknown): MapResult {
   return { ok: true, reply: { status: rawStatus, headers, body: json } };
 }
 
-/** `code` is an engine code from src/errors.ts, or a worker's own error code (status then given). */
+/** The error envelope for an engine code of src/errors.ts: its status, its message unless given. */
 export function errorReply(
-  code: string,
+  code: HttpErrorCode,
   requestId: string,
-  options: { status?: number; message?: string; extra?: Record<string, unknown>; headers?: [string, string][] } = {},
+  options: { message?: string; extra?: Record<string, unknown>; headers?: [string, string][] } = {},
 ): HttpReply {
-  const known = (HTTP_ERRORS as Record<string, { status: number; message: string } | undefined>)[code];
-  const status = options.status ?? known?.status ?? 500;
-  const message = options.message ?? known?.message ?? 'Request failed';
-  const payload = { error: { code, message }, ...options.extra, request_id: requestId };
-  const headers: [string, string][] = [['content-type', 'application/json'], ...(options.headers ?? [])];
+  const known = HTTP_ERRORS[code];
+  return envelope(known.status, code, options.message ?? known.message, requestId, options.extra, options.headers);
+}
+
+/** The error envelope for a worker's own failure (its code and message, relayed): always 500. */
+export function workerErrorReply(failure: { code: string; message: string }, requestId: string): HttpReply {
+  return envelope(500, failure.code, failure.message, requestId);
+}
+
+function envelope(
+  status: number,
+  code: string,
+  message: string,
+  requestId: string,
+  extra?: Record<string, unknown>,
+  extraHeaders?: [string, string][],
+): HttpReply {
+  const payload = { error: { code, message }, ...extra, request_id: requestId };
+  const headers: [string, string][] = [['content-type', 'application/json'], ...(extraHeaders ?? [])];
   return { status, headers, body: JSON.stringify(payload) };
 }
 

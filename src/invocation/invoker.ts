@@ -21,7 +21,9 @@ export interface InvocationTrace {
   peerId?: string;
 }
 
-export type EngineFailureCode = 'TIMEOUT' | 'WORKER_DISCONNECTED' | 'FUNCTION_UNAVAILABLE' | 'SHUTTING_DOWN';
+import type { EngineFailureCode } from '../errors.js';
+
+export type { EngineFailureCode };
 
 export type InvocationFailure =
   /** The worker answered with an error (`code` is the worker's own, e.g. `invocation_failed`). */

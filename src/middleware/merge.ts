@@ -1,3 +1,4 @@
+import { SwitchyardError } from '../errors.js';
 import { isPlainObject } from '../values.js';
 
 /**
@@ -9,8 +10,11 @@ import { isPlainObject } from '../values.js';
 export const MAX_MERGE_DEPTH = 32;
 const FORBIDDEN_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
 
-export class MergeDepthError extends Error {
-  readonly code = 'MERGE_TOO_DEEP';
+export class MergeDepthError extends SwitchyardError {
+  constructor(message: string) {
+    super('MERGE_TOO_DEEP', message);
+    this.name = 'MergeDepthError';
+  }
 }
 
 export interface MergeReport {

@@ -1,3 +1,4 @@
+import type { WireErrorCode } from '../errors.js';
 import type { WireError } from '../protocol/messages.js';
 
 /** Who called an engine function: the worker connection the call came in on. */
@@ -7,8 +8,8 @@ export interface EngineCaller {
   recordInfo(data: unknown): void;
 }
 
-/** An engine function's answer: a result, or a wire error as the worker will see it. */
-export type EngineFunctionResult = { ok: true; value: unknown } | { ok: false; error: WireError };
+/** An engine function's answer: a result, or a wire error (a registry code) as the worker will see it. */
+export type EngineFunctionResult = { ok: true; value: unknown } | { ok: false; error: WireError & { code: WireErrorCode } };
 
 export type EngineFunction = (data: unknown, caller: EngineCaller) => EngineFunctionResult | Promise<EngineFunctionResult>;
 

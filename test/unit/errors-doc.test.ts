@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CLUSTER_ERRORS, HTTP_ERRORS, STARTUP_ERRORS, WIRE_ERRORS } from '../../src/errors.js';
+import { CLUSTER_ERRORS, ENGINE_FAILURE_CODES, HTTP_ERRORS, INTERNAL_ERRORS, STARTUP_ERRORS, WIRE_ERRORS } from '../../src/errors.js';
 
 const doc = readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8');
 
@@ -29,6 +29,14 @@ describe('docs/errors.md matches src/errors.ts', () => {
 
   it('lists every wire error code, and no others', () => {
     expect(tableRows('Worker wire errors').map(([code]) => code).sort()).toEqual(Object.keys(WIRE_ERRORS).sort());
+  });
+
+  it('lists every internal code, and no others', () => {
+    expect(tableRows('Internal').map(([code]) => code).sort()).toEqual(Object.keys(INTERNAL_ERRORS).sort());
+  });
+
+  it('makes every engine failure code an HTTP code (the one list the forward protocol accepts)', () => {
+    for (const code of ENGINE_FAILURE_CODES) expect(Object.keys(HTTP_ERRORS)).toContain(code);
   });
 
   it('lists every cluster code, and no others', () => {

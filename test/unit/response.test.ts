@@ -1,8 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
 import { HTTP_ERRORS } from '../../src/errors.js';
+import type { HttpErrorCode } from '../../src/errors.js';
 import type { HttpReply, MapResult } from '../../src/http/response.js';
-import { errorReply, mapApiResponse, writeReply } from '../../src/http/response.js';
+import { errorReply, mapApiResponse, workerErrorReply, writeReply } from '../../src/http/response.js';
 
 const ok = (reply: HttpReply): MapResult => ({ ok: true, reply });
 
@@ -258,7 +259,7 @@ describe('errorReply', () => {
 
   it('uses the registry for every HTTP error code', () => {
     for (const [code, { status, message }] of Object.entries(HTTP_ERRORS)) {
-      const reply = errorReply(code, 'r');
+      const reply = errorReply(code as HttpErrorCode, 'r');
       expect(reply.status).toBe(status);
       expect(JSON.parse(reply.body as string)).toStrictEqual({ error: { code, message }, request_id: 'r' });
     }
@@ -277,24 +278,23 @@ describe('errorReply', () => {
     expect(errorReply('SHUTTING_DOWN', 'r').status).toBe(503);
   });
 
-  it('falls back to 500 and a generic message for an unknown code (a worker code)', () => {
-    expect(errorReply('invocation_failed', 'r')).toStrictEqual({
+  it('relays a worker\'s own code and message with 500 (workerErrorReply: the path for codes outside the registry)', () => {
+    expect(workerErrorReply({ code: 'invocation_failed', message: 'boom' }, 'r')).toStrictEqual({
       status: 500,
       headers: [['content-type', 'application/json']],
-      body: '{"error":{"code":"invocation_failed","message":"Request failed"},"request_id":"r"}',
+      body: '{"error":{"code":"invocation_failed","message":"boom"},"request_id":"r"}',
     });
   });
 
-  it('applies status, message, extra fields and headers from options', () => {
+  it('applies message, extra fields and headers from options; the status is the code\'s', () => {
     expect(
       errorReply('CONDITION_NOT_MET', 'r', {
-        status: 409,
         message: 'custom',
         extra: { skipped: true },
         headers: [['retry-after', '1']],
       }),
     ).toStrictEqual({
-      status: 409,
+      status: 422,
       headers: [
         ['content-type', 'application/json'],
         ['retry-after', '1'],
