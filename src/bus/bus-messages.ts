@@ -1,4 +1,4 @@
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 import { isPlainObject } from '../values.js';
 
 /**
@@ -9,13 +9,13 @@ import { isPlainObject } from '../values.js';
 export const BUS_PROTOCOL_VERSION = 1;
 
 export type BusMessage =
-  | { kind: 'snapshot'; snapshot: OwnerSnapshot }
+  | { kind: 'snapshot'; snapshot: WireSnapshot }
   | { kind: 'heartbeat'; peerId: string; version: number }
   | { kind: 'gone'; peerId: string }
   /** Child → primary (embedded): this channel carries that peer; answered with `sync`. */
   | { kind: 'hello'; peerId: string }
   /** Primary → child (embedded): every snapshot held, sent once when the child starts. */
-  | { kind: 'sync'; snapshots: OwnerSnapshot[] };
+  | { kind: 'sync'; snapshots: WireSnapshot[] };
 
 export interface BusEnvelope {
   v: typeof BUS_PROTOCOL_VERSION;
@@ -27,7 +27,7 @@ export type BusDecode = { ok: true; message: BusMessage } | { ok: false; code: '
 
 const isObject = isPlainObject;
 
-function isSnapshot(v: unknown): v is OwnerSnapshot {
+function isSnapshot(v: unknown): v is WireSnapshot {
   return (
     isObject(v) &&
     typeof v.ownerId === 'string' &&

@@ -1,4 +1,4 @@
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 
 /**
  * How peers learn each other's registrations (docs/cluster.md#the-bus). Each peer publishes its own
@@ -7,7 +7,7 @@ import type { OwnerSnapshot } from '../routing/registrations.js';
  */
 export interface BusHandlers {
   /** Another peer's snapshot, newer than any delivered before for that peer. */
-  snapshot(snapshot: OwnerSnapshot): void;
+  snapshot(snapshot: WireSnapshot): void;
   /** A peer left (clean close), died (embedded: its process exited) or its lease expired (Redis). */
   peerGone(peerId: string): void;
 }
@@ -19,7 +19,7 @@ export interface Bus {
    */
   start(handlers: BusHandlers): Promise<void>;
   /** Publishes this peer's snapshot, replacing its previous one. Never throws; delivery is async. */
-  publish(snapshot: OwnerSnapshot): void;
+  publish(snapshot: WireSnapshot): void;
   /** True while this peer believes its view of the cluster is complete. */
   readonly synced: boolean;
   /** Announces the leave when it can, then disconnects. Idempotent. */

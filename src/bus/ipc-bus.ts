@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 import type { Bus, BusHandlers } from './bus.js';
 import type { BusMessage } from './bus-messages.js';
 import { decodeBusEnvelope, encodeBusMessage } from './bus-messages.js';
@@ -19,7 +19,7 @@ export class IpcBus implements Bus {
   private closed = false;
   private readonly versions = new Map<string, number>();
   /** Published before start(): the relay refuses snapshots from a child before its hello. */
-  private early: OwnerSnapshot | undefined;
+  private early: WireSnapshot | undefined;
   private rejectStart: ((error: Error) => void) | undefined;
 
   constructor(
@@ -61,7 +61,7 @@ export class IpcBus implements Bus {
     });
   }
 
-  publish(snapshot: OwnerSnapshot): void {
+  publish(snapshot: WireSnapshot): void {
     if (this.closed) return;
     if (this.handlers === undefined) this.early = snapshot;
     else this.send({ kind: 'snapshot', snapshot });
@@ -100,7 +100,7 @@ export class IpcBus implements Bus {
     }
   }
 
-  private deliver(snapshot: OwnerSnapshot, handlers: BusHandlers): void {
+  private deliver(snapshot: WireSnapshot, handlers: BusHandlers): void {
     if (snapshot.ownerId === this.peerId) return;
     const held = this.versions.get(snapshot.ownerId);
     if (held !== undefined && held >= snapshot.version) return;

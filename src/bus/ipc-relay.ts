@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 import type { BusMessage } from './bus-messages.js';
 import { decodeBusEnvelope, encodeBusMessage } from './bus-messages.js';
 import type { IpcChannel } from './ipc-channel.js';
@@ -16,7 +16,7 @@ interface Attached {
  * peer the moment its channel is detached (the process exited), so its routes vanish at once.
  */
 export class IpcRelay {
-  private readonly snapshots = new Map<string, OwnerSnapshot>();
+  private readonly snapshots = new Map<string, WireSnapshot>();
   private readonly channels = new Map<IpcChannel, Attached>();
 
   constructor(

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { SwitchyardError } from '../errors.js';
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 import type { Bus, BusHandlers } from './bus.js';
 import { createRedisConnection, quitConnection, redactRedisUrl, withDeadline } from './redis-connection.js';
 import { RedisKeyspace } from './redis-keyspace.js';
@@ -23,8 +23,6 @@ export interface RedisBusOptions {
 
 const START_TIMEOUT_MS = 10_000;
 const GOODBYE_TIMEOUT_MS = 1_000;
-/** Publishes within this window are coalesced into one write of the newest snapshot. */
-const COALESCE_MS = 5;
 
 type Connection = 'commands' | 'subscriber';
 
@@ -49,11 +47,10 @@ export class RedisBus implements Bus {
   private generation = 0;
   private resyncing = false;
   /** Newest snapshot not yet written to Redis. */
-  private pending: OwnerSnapshot | undefined;
+  private pending: WireSnapshot | undefined;
   /** Newest snapshot Redis confirmed: the one the lease keeps alive and heartbeats announce. */
-  private written: OwnerSnapshot | undefined;
+  private written: WireSnapshot | undefined;
   private flushing = false;
-  private flushTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private pinging = false;
   private readonly fetching = new Set<string>();
@@ -92,7 +89,7 @@ export class RedisBus implements Bus {
     return started.finally(() => clearTimeout(timer));
   }
 
-  publish(snapshot: OwnerSnapshot): void {
+  publish(snapshot: WireSnapshot): void {
     if (this.state === 'closed') return;
     this.pending = snapshot;
     this.scheduleFlush();
@@ -178,12 +175,13 @@ export class RedisBus implements Bus {
     this.scheduleFlush();
   }
 
+  /**
+   * Writes the newest pending snapshot now, one write at a time: publishes are already coalesced by
+   * the membership (cluster/membership.ts), so a second timer here would only add latency.
+   */
   private scheduleFlush(): void {
-    if (this.flushTimer !== undefined || this.flushing || this.pending === undefined || !this.loaded) return;
-    this.flushTimer = setTimeout(() => {
-      this.flushTimer = undefined;
-      this.flush();
-    }, COALESCE_MS);
+    if (this.flushing || this.pending === undefined || !this.loaded) return;
+    this.flush();
   }
 
   private flush(): void {
@@ -205,7 +203,7 @@ export class RedisBus implements Bus {
     );
   }
 
-  private async write(snapshot: OwnerSnapshot): Promise<void> {
+  private async write(snapshot: WireSnapshot): Promise<void> {
     await this.store.write(required(this.cmd), snapshot);
     if (this.written === undefined || snapshot.version >= this.written.version) this.written = snapshot;
   }
@@ -222,7 +220,7 @@ export class RedisBus implements Bus {
     if (written !== undefined) this.heartbeat(written).catch((err: unknown) => this.throttle.warn('heartbeat', { err }, 'redis heartbeat failed'));
   }
 
-  private async heartbeat(written: OwnerSnapshot): Promise<void> {
+  private async heartbeat(written: WireSnapshot): Promise<void> {
     const cmd = required(this.cmd);
     if (!this.flushing && this.pending === undefined && !(await this.store.refreshLease(cmd))) {
       // Re-checked after the await: a flush begun meanwhile writes a newer snapshot itself.
@@ -305,7 +303,6 @@ export class RedisBus implements Bus {
     this.state = 'closed';
     this.loaded = false;
     clearInterval(this.heartbeatTimer);
-    clearTimeout(this.flushTimer);
     if (this.startWaiter !== undefined) {
       this.startWaiter.reject(new SwitchyardError('BUS_CLOSED', 'RedisBus closed before it started'));
       this.startWaiter = undefined;

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 import type { BusMessage } from './bus-messages.js';
 import { encodeBusMessage } from './bus-messages.js';
 import type { RedisKeyspace } from './redis-keyspace.js';
@@ -25,7 +25,7 @@ export class RedisPeerStore {
   }
 
   /** Stores the snapshot under a fresh lease and announces it. */
-  async write(cmd: Redis, snapshot: OwnerSnapshot): Promise<void> {
+  async write(cmd: Redis, snapshot: WireSnapshot): Promise<void> {
     const text = this.encode({ kind: 'snapshot', snapshot });
     const results = await cmd.pipeline().set(this.ownKey, text, 'PX', this.leaseMs).publish(this.keys.channel, text).exec();
     const failed = results?.find(([err]) => err !== null)?.[0];
@@ -48,7 +48,7 @@ export class RedisPeerStore {
   }
 
   /** One peer's key, when it holds a valid snapshot of that peer. */
-  async read(cmd: Redis, peerId: string): Promise<OwnerSnapshot | undefined> {
+  async read(cmd: Redis, peerId: string): Promise<WireSnapshot | undefined> {
     const key = this.keys.peerKey(peerId);
     const text = await cmd.get(key);
     return text === null ? undefined : this.decodeStored(key, text);
@@ -58,7 +58,7 @@ export class RedisPeerStore {
    * Every peer key of the cluster: SCAN (never KEYS, which blocks Redis) then MGET in chunks.
    * `checkCurrent` throws when the connection changed meanwhile, abandoning a stale load.
    */
-  async loadAll(cmd: Redis, checkCurrent: () => void): Promise<OwnerSnapshot[]> {
+  async loadAll(cmd: Redis, checkCurrent: () => void): Promise<WireSnapshot[]> {
     const found = new Set<string>(); // SCAN may return a key twice
     let cursor = '0';
     do {
@@ -68,7 +68,7 @@ export class RedisPeerStore {
       cursor = next;
     } while (cursor !== '0');
     const keys = [...found];
-    const snapshots: OwnerSnapshot[] = [];
+    const snapshots: WireSnapshot[] = [];
     for (let i = 0; i < keys.length; i += MGET_CHUNK) {
       const chunk = keys.slice(i, i + MGET_CHUNK);
       const values = await cmd.mget(chunk);
@@ -82,7 +82,7 @@ export class RedisPeerStore {
     return snapshots;
   }
 
-  private decodeStored(key: string, text: string): OwnerSnapshot | undefined {
+  private decodeStored(key: string, text: string): WireSnapshot | undefined {
     const decoded = this.keys.decode(text);
     if (decoded.ok && decoded.message.kind === 'snapshot' && decoded.message.snapshot.ownerId === this.keys.peerIdOf(key)) {
       return decoded.message.snapshot;

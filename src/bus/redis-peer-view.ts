@@ -1,4 +1,4 @@
-import type { OwnerSnapshot } from '../routing/registrations.js';
+import type { WireSnapshot } from './wire-snapshot.js';
 import type { BusHandlers } from './bus.js';
 
 interface HeldPeer {
@@ -30,7 +30,7 @@ export class RedisPeerView {
   }
 
   /** A snapshot from the channel, a heartbeat repair or a reload: delivered only when newer. */
-  offer(snapshot: OwnerSnapshot, nowMs: number): void {
+  offer(snapshot: WireSnapshot, nowMs: number): void {
     const peerId = snapshot.ownerId;
     if (peerId === this.selfId || this.departed.has(peerId)) return;
     const held = this.peers.get(peerId);

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
 import { checkSnapshot } from '../bus/snapshot-check.js';
+import { toWireSnapshot } from '../bus/wire-snapshot.js';
 import { RETIRE_WORKER_FUNCTION } from '../forwarding/forward-messages.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import type { PeerEndpoint } from '../routing/registrations.js';
@@ -144,7 +145,7 @@ export class ClusterMembership {
     const endpoint = this.endpointValue;
     if (endpoint === undefined || this.closed) return;
     const started = performance.now();
-    this.options.bus.publish({ ...this.options.local.snapshot(), endpoint, publishedAt: Date.now() });
+    this.options.bus.publish(toWireSnapshot({ ...this.options.local.snapshot(), endpoint, publishedAt: Date.now() }));
     this.lastPublishCostMs = performance.now() - started;
   }
 }

@@ -8,14 +8,14 @@ import { IpcBus } from '../../src/bus/ipc-bus.js';
 import type { IpcChannel } from '../../src/bus/ipc-channel.js';
 import { IpcRelay } from '../../src/bus/ipc-relay.js';
 import { RedisBus } from '../../src/bus/redis-bus.js';
-import type { OwnerSnapshot } from '../../src/routing/registrations.js';
+import type { WireSnapshot } from '../../src/bus/wire-snapshot.js';
 import { freePort, startRedisServer, startTcpProxy } from '../support/redis.js';
 import type { RedisServer, TcpProxy } from '../support/redis.js';
 
 // ---------------------------------------------------------------------------------------------------
 // Test support: handler records, waits with deadlines, captured logs.
 
-type Call = { kind: 'snapshot'; snapshot: OwnerSnapshot } | { kind: 'gone'; peerId: string };
+type Call = { kind: 'snapshot'; snapshot: WireSnapshot } | { kind: 'gone'; peerId: string };
 
 /** Every handler call a bus made, in order, plus the view they add up to. */
 class HandlerLog {
@@ -67,7 +67,7 @@ function captureLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
   return { logger, lines };
 }
 
-function snapshot(ownerId: string, version: number, functionId = `fn-${version}`): OwnerSnapshot {
+function snapshot(ownerId: string, version: number, functionId = `fn-${version}`): WireSnapshot {
   return { ownerId, version, functions: [{ id: functionId, workerId: 'w1' }], triggers: [] };
 }
 

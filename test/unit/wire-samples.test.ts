@@ -1,0 +1,175 @@
+// Frozen samples of every message peers exchange: the bus (protocol version 1) and the forward
+// protocol (version 1). A sample is what a peer of this version sends; each must still decode to the
+// same message, and encoding that message must still produce the sample. A failure here means the
+// wire changed: bump the protocol version and say so in docs/cluster.md, or undo the change.
+import { describe, expect, it } from 'vitest';
+import { decodeBusEnvelope, encodeBusMessage } from '../../src/bus/bus-messages.js';
+import { checkSnapshot } from '../../src/bus/snapshot-check.js';
+import { toWireSnapshot } from '../../src/bus/wire-snapshot.js';
+import {
+  decodeClientMessage,
+  decodeServerMessage,
+  encodeCall,
+  encodeChannelAttach,
+  encodeHello,
+  encodeHelloOk,
+  encodeReject,
+  encodeResult,
+} from '../../src/forwarding/forward-messages.js';
+import { RawJson } from '../../src/invocation/raw-json.js';
+
+const SNAPSHOT_SAMPLE = {
+  v: 1,
+  cluster: 'blue',
+  message: {
+    kind: 'snapshot',
+    snapshot: {
+      ownerId: 'node-a/0/x1',
+      version: 12,
+      functions: [
+        { id: 'app::get', workerId: 'w1', description: 'gets', metadata: { team: 'a' }, requestFormat: { type: 'object' } },
+        {
+          id: 'app::hook',
+          workerId: 'w1',
+          invocation: { url: 'https://hooks.test/x', method: 'POST', timeoutMs: 500, headers: { 'x-a': '1' }, auth: { type: 'hmac', secretKey: 'HOOK_SECRET' } },
+        },
+      ],
+      triggers: [
+        {
+          id: 't1',
+          functionId: 'app::get',
+          workerId: 'w1',
+          registeredAt: 1700000000000,
+          seq: 3,
+          type: 'http',
+          http: { apiPath: '/items/:id', httpMethod: 'GET', conditionFunctionId: 'app::cond', middlewareFunctionIds: ['app::mw'] },
+        },
+        { id: 't2', functionId: 'app::mw', workerId: 'w1', registeredAt: 1700000000001, seq: 4, type: 'http_middleware', middleware: { phase: 'onRequest', priority: 5, scopePath: '/items' } },
+      ],
+      endpoint: { nodeId: 'node-a', socketPath: '/tmp/sy/a.sock', host: '10.0.0.1', port: 4100 },
+      workers: [{ id: 'w1', connectedAt: 1700000000000, name: 'api', runtime: 'node', version: '0.22.1', os: 'linux', pid: 42, description: 'd', ipAddress: '127.0.0.1' }],
+      departed: [
+        {
+          workerId: 'w0',
+          functionIds: ['app::old'],
+          triggers: [{ id: 't0', functionId: 'app::old', workerId: 'w0', registeredAt: 1699999999000, seq: 1, type: 'http', http: { apiPath: '/old', httpMethod: 'POST' } }],
+        },
+      ],
+      publishedAt: 1700000000500,
+      triggerTypes: [{ id: 'cron', workerId: 'w1', description: 'schedules', registeredAt: 1700000000002, seq: 5 }],
+      customTriggers: [{ id: 'c1', triggerType: 'cron', functionId: 'app::get', workerId: 'w1', config: { every: '5m' }, metadata: { m: 1 } }],
+    },
+  },
+};
+
+const OTHER_BUS_SAMPLES: [string, unknown, unknown][] = [
+  ['heartbeat', { v: 1, cluster: 'blue', message: { kind: 'heartbeat', peerId: 'node-a/0/x1', version: 12 } }, { kind: 'heartbeat', peerId: 'node-a/0/x1', version: 12 }],
+  ['gone', { v: 1, cluster: 'blue', message: { kind: 'gone', peerId: 'node-a/0/x1' } }, { kind: 'gone', peerId: 'node-a/0/x1' }],
+  ['hello', { v: 1, cluster: 'blue', message: { kind: 'hello', peerId: 'node-a/0/x1' } }, { kind: 'hello', peerId: 'node-a/0/x1' }],
+];
+
+describe('bus protocol 1: frozen samples', () => {
+  it('decodes the snapshot sample into the internal records, and encodes them back to the sample', () => {
+    const decoded = decodeBusEnvelope(structuredClone(SNAPSHOT_SAMPLE), 'blue');
+    expect(decoded.ok).toBe(true);
+    if (!decoded.ok || decoded.message.kind !== 'snapshot') throw new Error('not a snapshot');
+    const checked = checkSnapshot(decoded.message.snapshot, false);
+    if (!checked.ok) throw new Error(checked.reason);
+    const internal = checked.snapshot;
+    expect(internal.functions[1]?.invocation).toEqual({ url: 'https://hooks.test/x', method: 'POST', timeoutMs: 500, headers: { 'x-a': '1' }, auth: { type: 'hmac', secretKey: 'HOOK_SECRET' } });
+    const route = internal.triggers[0];
+    expect(route?.type === 'http' && route.http.pattern.source).toBe('/items/:id');
+    expect(internal.triggerTypes?.[0]?.id).toBe('cron');
+    expect(internal.customTriggers?.[0]?.config).toEqual({ every: '5m' });
+    expect(internal.departed?.[0]?.triggers[0]?.functionId).toBe('app::old');
+    // Internal → wire: exactly the sample (parsed patterns stay home).
+    expect(JSON.parse(JSON.stringify(encodeBusMessage('blue', { kind: 'snapshot', snapshot: toWireSnapshot(internal) })))).toEqual(SNAPSHOT_SAMPLE);
+  });
+
+  it.each(OTHER_BUS_SAMPLES)('decodes and re-encodes the %s sample', (_kind, sample, message) => {
+    const decoded = decodeBusEnvelope(sample, 'blue');
+    expect(decoded).toEqual({ ok: true, message });
+    expect(encodeBusMessage('blue', message as never)).toEqual(sample);
+  });
+
+  it('decodes the sync sample (the primary\'s view for a starting child)', () => {
+    const sample = { v: 1, cluster: 'blue', message: { kind: 'sync', snapshots: [SNAPSHOT_SAMPLE.message.snapshot] } };
+    const decoded = decodeBusEnvelope(structuredClone(sample), 'blue');
+    expect(decoded.ok && decoded.message.kind === 'sync' && decoded.message.snapshots.length).toBe(1);
+  });
+
+  it('refuses another protocol version', () => {
+    expect(decodeBusEnvelope({ ...SNAPSHOT_SAMPLE, v: 2 }, 'blue')).toMatchObject({ ok: false, code: 'BUS_MALFORMED' });
+  });
+});
+
+/** Frames as a version-1 peer writes them (4-byte length, msgpack array), hex. */
+const FORWARD_SAMPLES = {
+  hello: '00000017950001a4626c7565a27333ab6e6f64652d612f302f7831',
+  helloOk: '00000003920101',
+  reject: '0000000d9202aa62616420736563726574',
+  call: '0000001d970307a76170703a3a666ea77b2261223a317dcd09c4a57265712d31c2',
+  voidCall: '00000013970300a76170703a3a666ea46e756c6c64c0c3',
+  resultOk: '0000000b930407a77b2262223a327d',
+  resultWorker: '00000016950507a4626f6f6da869742062726f6b65a461742078',
+  resultEngine: '00000010940607a754494d454f5554a46c617465',
+  channelAttach: '00000024980701a4626c7565a27333ab6e6f64652d612f302f7831a56162632d31a16ba472656164',
+};
+const body = (hex: string): Buffer => Buffer.from(hex, 'hex').subarray(4);
+const MAX = 1 << 20;
+
+describe('forward protocol 1: frozen samples', () => {
+  it('encodes every message kind to its sample', () => {
+    expect(encodeHello({ version: 1, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1' }).toString('hex')).toBe(FORWARD_SAMPLES.hello);
+    expect(encodeHelloOk().toString('hex')).toBe(FORWARD_SAMPLES.helloOk);
+    expect(encodeReject('bad secret').toString('hex')).toBe(FORWARD_SAMPLES.reject);
+    expect(encodeCall({ id: 7, functionId: 'app::fn', data: { a: 1 }, remainingMs: 2500, requestId: 'req-1', isVoid: false }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.call);
+    expect(encodeCall({ id: 0, functionId: 'app::fn', data: null, remainingMs: 100, requestId: undefined, isVoid: true }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.voidCall);
+    expect(encodeResult(7, { ok: true, value: { b: 2 } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultOk);
+    expect(encodeResult(7, { ok: false, failure: { source: 'worker', code: 'boom', message: 'it broke', stacktrace: 'at x' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultWorker);
+    expect(encodeResult(7, { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultEngine);
+    expect(
+      encodeChannelAttach({ version: 1, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1', channelId: 'abc-1', key: 'k', direction: 'read' }).toString('hex'),
+    ).toBe(FORWARD_SAMPLES.channelAttach);
+  });
+
+  it('decodes every client message sample', () => {
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.hello))).toEqual({ kind: 'hello', version: 1, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1' });
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).toEqual({
+      kind: 'call',
+      id: 7,
+      functionId: 'app::fn',
+      data: new RawJson('{"a":1}'),
+      remainingMs: 2500,
+      requestId: 'req-1',
+      isVoid: false,
+    });
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.voidCall))).toMatchObject({ kind: 'call', id: 0, isVoid: true, requestId: undefined });
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.channelAttach))).toEqual({
+      kind: 'channelAttach',
+      version: 1,
+      cluster: 'blue',
+      secret: 's3',
+      peerId: 'node-a/0/x1',
+      channelId: 'abc-1',
+      key: 'k',
+      direction: 'read',
+    });
+  });
+
+  it('decodes every server message sample', () => {
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.helloOk))).toEqual({ kind: 'helloOk', version: 1 });
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.reject))).toEqual({ kind: 'reject', reason: 'bad secret' });
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.resultOk))).toEqual({ kind: 'result', id: 7, outcome: { ok: true, value: { b: 2 } } });
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.resultWorker))).toEqual({
+      kind: 'result',
+      id: 7,
+      outcome: { ok: false, failure: { source: 'worker', code: 'boom', message: 'it broke', stacktrace: 'at x' } },
+    });
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.resultEngine))).toEqual({
+      kind: 'result',
+      id: 7,
+      outcome: { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } },
+    });
+  });
+});
