@@ -1,19 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http } from '../support/http.js';
-import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import { startInProcessWithHttpWorker } from '../support/in-process.js';
+import type { WorkerHandle } from '../support/processes.js';
+import { stopAll } from '../support/processes.js';
 
 // CORS (http-module.md §2.1 `cors`; unset behaviour is "not shown": architecture.md makes it permissive).
 const APP = 'https://app.example.com';
 const OTHER = 'https://evil.example.net';
 
 describe('CORS unset: permissive', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker());
+    ({ engine, worker } = await startInProcessWithHttpWorker());
   });
   afterAll(() => stopAll(worker, engine));
 
@@ -53,11 +55,11 @@ describe('CORS unset: permissive', () => {
 });
 
 describe('CORS set: only listed origins and methods', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker({ api: { cors: { allowed_origins: [APP], allowed_methods: ['GET', 'POST'] } } }));
+    ({ engine, worker } = await startInProcessWithHttpWorker({ api: { cors: { allowed_origins: [APP], allowed_methods: ['GET', 'POST'] } } }));
   });
   afterAll(() => stopAll(worker, engine));
 

@@ -2,8 +2,10 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
-import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import { startInProcessWithHttpWorker } from '../support/in-process.js';
+import type { WorkerHandle } from '../support/processes.js';
+import { stopAll } from '../support/processes.js';
 import { rawHttp } from '../support/raw-http.js';
 
 // Engine-generated errors (http-module.md §7; architecture.md status table, rows without middleware
@@ -13,11 +15,11 @@ const TIMEOUT_MS = 2000;
 const BODY_LIMIT = 1024;
 
 describe('error responses', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker({
+    ({ engine, worker } = await startInProcessWithHttpWorker({
       api: { default_timeout: TIMEOUT_MS, concurrency_request_limit: 2, body_limit: BODY_LIMIT },
     }));
   });

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http } from '../support/http.js';
-import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import { startInProcessWithHttpWorker } from '../support/in-process.js';
+import type { WorkerHandle } from '../support/processes.js';
+import { stopAll } from '../support/processes.js';
 import { rawHttp } from '../support/raw-http.js';
 
 // The ApiRequest a handler receives (http-module.md §2.3) and the request-side config fields (§2.1):
@@ -11,11 +13,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DEFAULT_BODY_LIMIT = 1_048_576;
 
 describe('ApiRequest with default config', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker());
+    ({ engine, worker } = await startInProcessWithHttpWorker());
   });
   afterAll(() => stopAll(worker, engine));
 
@@ -155,11 +157,11 @@ describe('ApiRequest with default config', () => {
 });
 
 describe('ApiRequest with trust_proxy true and a custom request_id_header', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker({ api: { trust_proxy: true, request_id_header: 'X-Correlation-Id' } }));
+    ({ engine, worker } = await startInProcessWithHttpWorker({ api: { trust_proxy: true, request_id_header: 'X-Correlation-Id' } }));
   });
   afterAll(() => stopAll(worker, engine));
 

@@ -1,15 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http } from '../support/http.js';
-import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngineWithHttpWorker, stopAll } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import { startInProcessWithHttpWorker } from '../support/in-process.js';
+import type { WorkerHandle } from '../support/processes.js';
+import { stopAll } from '../support/processes.js';
 
 // Turning a handler's ApiResponse into HTTP (http-module.md §2.4, §4 "Response"; architecture.md).
 describe('ApiResponse to HTTP', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker());
+    ({ engine, worker } = await startInProcessWithHttpWorker());
   });
   afterAll(() => stopAll(worker, engine));
 
