@@ -6,6 +6,9 @@ import type { EngineMetrics } from '../observability/metrics.js';
 import type { RouteTable } from '../routing/route-table.js';
 import type { PeerPool } from './peer-pool.js';
 
+/** What the invoker needs of the peer pool: a forward and a fire (tests pass their own). */
+export type PeerCalls = Pick<PeerPool, 'invoke' | 'fire'>;
+
 /**
  * The invoker of a cluster child: a worker on this process is called directly; otherwise the call is
  * forwarded to a peer that owns the function. Remote owners are balanced round-robin. A forward that
@@ -18,7 +21,7 @@ export class ClusterInvoker implements Invoker {
   constructor(
     private readonly local: Invoker,
     private readonly table: RouteTable,
-    private readonly peers: PeerPool,
+    private readonly peers: PeerCalls,
     private readonly selfPeerId: string,
     private readonly logger: Logger,
     private readonly metrics?: EngineMetrics,

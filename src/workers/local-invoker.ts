@@ -1,12 +1,17 @@
 import { performance } from 'node:perf_hooks';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
-import type { WorkerConnection } from './worker-connection.js';
-import type { WorkerHub } from './worker-hub.js';
+import type { HubMember, WorkerHub } from './worker-hub.js';
+
+/** What the local invoker calls on a connection (WorkerConnection; tests pass their own). */
+export interface InvokableMember extends HubMember {
+  invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome>;
+  fire(functionId: string, data: unknown): boolean;
+}
 
 /** Invokes functions served by workers connected to this process. */
-export class LocalInvoker implements Invoker {
-  constructor(private readonly hub: WorkerHub<WorkerConnection>) {}
+export class LocalInvoker<C extends InvokableMember = InvokableMember> implements Invoker {
+  constructor(private readonly hub: WorkerHub<C>) {}
 
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
     const connection = this.hub.pickOwner(functionId);

@@ -205,9 +205,11 @@ describe('replicated-worker.mjs: several copies behind one route (engine requiri
   });
 
   it('a copy without the worker token is refused; the route is served by the others only', async () => {
+    const refusals = () => engine.stdout.lines.filter((l) => l.includes('worker refused: missing or invalid token')).length;
+    const before = refusals();
     const intruder = example('replicated-worker.mjs', engine.workerUrl, { REPLICA_NAME: 'intruder', III_TOKEN: 'wrong' });
-    // Give it time to try (and fail) to connect and register.
-    await new Promise((r) => setTimeout(r, 1500));
+    // The engine refuses its connection (and each retry): once it has, nothing of it can be registered.
+    await engine.stdout.waitFor(() => refusals() > before, WORKER_READY_MS, 'the intruder to be refused');
     for (let n = 0; n < 8; n++) {
       const res = await http(url(100 + n));
       expect(res.status).toBe(200);

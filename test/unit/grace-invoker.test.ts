@@ -75,7 +75,8 @@ describe('GraceInvoker', () => {
     table.applySnapshot(departedSnapshot(1, ['f']));
     table.current();
     const pending = invoker.invoke('f', {}, options());
-    await new Promise((r) => setTimeout(r, 50));
+    // One turn of the event loop: the call is parked, not sent.
+    await new Promise((r) => setImmediate(r));
     expect(inner.calls).toBe(0);
     inner.served.add('f');
     table.applySnapshot(departedSnapshot(2, []));
