@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http } from '../support/http.js';
-import type { EngineHandle } from '../support/processes.js';
-import { startEngine } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import { startInProcessEngine } from '../support/in-process.js';
 import { RawWorker } from '../support/raw-worker.js';
 
 // Bad handler output (reliability issue, "handler output" suite): a raw worker answers with exactly
@@ -62,12 +62,12 @@ const notUtf8Result = (functionId: string, invocationId: string) =>
 const nested = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
 
 describe('bad handler output', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: RawWorker;
   const extraWorkers: RawWorker[] = [];
 
   beforeAll(async () => {
-    engine = await startEngine({ api: { default_timeout: TIMEOUT_MS }, workers: { max_frame_bytes: MAX_FRAME_BYTES }, logLevel: 'info' });
+    engine = await startInProcessEngine({ api: { default_timeout: TIMEOUT_MS }, workers: { max_frame_bytes: MAX_FRAME_BYTES }, logLevel: 'info' });
     worker = await RawWorker.connect(engine.workerUrl);
     worker.route('out::ok', 'GET', '/out/ok');
     worker.serve('out::ok', () => ({ status_code: 200, body: { ok: true } }));

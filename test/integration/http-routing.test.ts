@@ -1,16 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
-import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startEngineWithHttpWorker, startWorker, stopAll, WORKER_READY_MS } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import type { WorkerHandle } from '../support/processes.js';
+import { startWorker, stopAll, WORKER_READY_MS } from '../support/processes.js';
+import { startInProcessEngine, startInProcessWithHttpWorker } from '../support/in-process.js';
 
 // Route matching (http-module.md §2.2, §4 rules 2 and 4, §7 not-found rows; architecture.md decisions).
 describe('routing with default config (ignore_trailing_slash false, no not_found_function)', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
 
   beforeAll(async () => {
-    ({ engine, worker } = await startEngineWithHttpWorker());
+    ({ engine, worker } = await startInProcessWithHttpWorker());
   });
   afterAll(() => stopAll(worker, engine));
 
@@ -111,12 +113,12 @@ describe('routing with default config (ignore_trailing_slash false, no not_found
 });
 
 describe('routing with ignore_trailing_slash true and a not_found_function', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   let worker: WorkerHandle;
   let beforeWorker: Awaited<ReturnType<typeof http>>;
 
   beforeAll(async () => {
-    engine = await startEngine({ api: { ignore_trailing_slash: true, not_found_function: 'api::notFound' } });
+    engine = await startInProcessEngine({ api: { ignore_trailing_slash: true, not_found_function: 'api::notFound' } });
     // Before any worker serves api::notFound, the default 404 is the answer.
     beforeWorker = await http(`${engine.httpUrl}/nope`);
     worker = startWorker('http-worker', engine.workerUrl);

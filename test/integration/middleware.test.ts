@@ -3,8 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import type { SimpleResponse } from '../support/http.js';
 import { http, waitForStatus } from '../support/http.js';
-import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import type { WorkerHandle } from '../support/processes.js';
+import { startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { startInProcessEngine } from '../support/in-process.js';
 import { RawWorker } from '../support/raw-worker.js';
 
 // The middleware system (http-module.md §2.5-2.7, §3, §7; docs/middleware.md) over real HTTP, with a
@@ -24,8 +26,8 @@ interface MwRecord {
   input: any;
 }
 
-let engineA: EngineHandle;
-let engineB: EngineHandle;
+let engineA: InProcessEngine;
+let engineB: InProcessEngine;
 let appWorker: WorkerHandle;
 let timeoutWorker: WorkerHandle;
 let extWorker: WorkerHandle | undefined;
@@ -43,12 +45,12 @@ async function serveCfgRaw(): Promise<RawWorker> {
 
 beforeAll(async () => {
   const startA = async () => {
-    engineA = await startEngine({ api: { default_timeout: 10_000 } });
+    engineA = await startInProcessEngine({ api: { default_timeout: 10_000 } });
     appWorker = startWorker('middleware-worker', engineA.workerUrl, { ROLE: 'app' });
     await waitForStatus(`${engineA.httpUrl}/app-ready`, (s) => s === 200, {}, WORKER_READY_MS);
   };
   const startB = async () => {
-    engineB = await startEngine({
+    engineB = await startInProcessEngine({
       api: {
         default_timeout: B_TIMEOUT_MS,
         middleware: [
@@ -77,17 +79,17 @@ afterAll(async () => {
 let ridCounter = 0;
 const rid = (label: string): string => `${label}-${++ridCounter}-${process.pid}`;
 
-const get = (engine: EngineHandle, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<SimpleResponse> =>
+const get = (engine: InProcessEngine, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<SimpleResponse> =>
   http(`${engine.httpUrl}${path}`, { method, headers });
 
-async function records(engine: EngineHandle, id: string): Promise<MwRecord[]> {
+async function records(engine: InProcessEngine, id: string): Promise<MwRecord[]> {
   const res = await get(engine, `/mw/records/${id}`);
   expect(res.status).toBe(200);
   return res.json().records as MwRecord[];
 }
 
 /** Waits (polling, with a deadline) until middleware `fn` has recorded request `id`; returns all its records. */
-async function waitForRecord(engine: EngineHandle, id: string, fn: string): Promise<MwRecord[]> {
+async function waitForRecord(engine: InProcessEngine, id: string, fn: string): Promise<MwRecord[]> {
   const res = await waitForStatus(`${engine.httpUrl}/mw/records/${id}?want=${encodeURIComponent(fn)}`, (s) => s === 200);
   return res.json().records as MwRecord[];
 }
@@ -100,7 +102,7 @@ const only = (list: MwRecord[], fn: string): any => {
 };
 const fns = (list: MwRecord[]): string[] => list.map((r) => r.fn);
 
-async function handlerCalls(engine: EngineHandle, fn: string): Promise<number> {
+async function handlerCalls(engine: InProcessEngine, fn: string): Promise<number> {
   const res = await get(engine, '/mw/calls');
   expect(res.status).toBe(200);
   return (res.json().calls[fn] as number | undefined) ?? 0;

@@ -1,15 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { once } from 'node:events';
-import type { EngineHandle } from '../support/processes.js';
-import { startEngine, startWorker } from '../support/processes.js';
+import type { InProcessEngine } from '../support/in-process.js';
+import { startWorker } from '../support/processes.js';
+import { startInProcessEngine } from '../support/in-process.js';
 import { http, waitForStatus } from '../support/http.js';
 import { RawWorker, UUID_V4 } from '../support/raw-worker.js';
 
 const MAX_FRAME_BYTES = 64 * 1024;
 
 describe('worker protocol (raw ws client)', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   const sockets: RawWorker[] = [];
   const connect = async (headers?: Record<string, string>) => {
     const w = await RawWorker.connect(engine.workerUrl, headers);
@@ -18,7 +19,7 @@ describe('worker protocol (raw ws client)', () => {
   };
 
   beforeAll(async () => {
-    engine = await startEngine({ workers: { max_frame_bytes: MAX_FRAME_BYTES }, api: { default_timeout: 20_000 } });
+    engine = await startInProcessEngine({ workers: { max_frame_bytes: MAX_FRAME_BYTES }, api: { default_timeout: 20_000 } });
   });
   afterAll(async () => {
     await Promise.all(sockets.map((s) => s.close()));
@@ -201,9 +202,9 @@ describe('worker protocol (raw ws client)', () => {
 });
 
 describe('worker token', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   beforeAll(async () => {
-    engine = await startEngine({ workers: { auth_token: 's3cret' } });
+    engine = await startInProcessEngine({ workers: { auth_token: 's3cret' } });
   });
   afterAll(async () => {
     await engine?.stop();
@@ -225,9 +226,9 @@ describe('worker token', () => {
 });
 
 describe('older iii-sdk clients', () => {
-  let engine: EngineHandle;
+  let engine: InProcessEngine;
   beforeAll(async () => {
-    engine = await startEngine();
+    engine = await startInProcessEngine();
   });
   afterAll(async () => {
     await engine?.stop();
