@@ -202,6 +202,7 @@ export class Engine {
       logger: logger.child({ module: 'http' }),
       metrics: this.metrics,
       channels: this.channels,
+      ...(config.observability.sampling_ratio === undefined ? {} : { sampleRatio: config.observability.sampling_ratio }),
       ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));

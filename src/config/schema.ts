@@ -260,7 +260,7 @@ export const observabilityModuleSchema = z
     service_instance_id: z.string().optional().describe('`service.instance.id` resource attribute'),
     exporter: z.enum(['otlp', 'memory', 'both']).optional().describe('Where spans go: an OTLP collector, memory, or both'),
     endpoint: z.string().optional().describe('OTLP collector endpoint'),
-    sampling_ratio: ratio().optional().describe('Share of traces sampled, 0.0-1.0'),
+    sampling_ratio: ratio().optional().describe('Share of the traces the engine starts that are sampled, 0.0-1.0 (default 1); a client\'s `traceparent` keeps its own decision (docs/observability.md)'),
     sampling: z.record(z.string(), z.unknown()).optional().describe('Advanced sampling rules (iii\'s `sampling` block)'),
     memory_max_spans: z.int().min(1).optional().describe('Spans kept in memory'),
     live_spans: z.boolean().optional().describe('iii\'s live span view'),

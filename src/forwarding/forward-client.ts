@@ -44,6 +44,8 @@ interface PendingCall {
   data: unknown;
   deadline: number;
   requestId: string | undefined;
+  traceparent: string | undefined;
+  baggage: string | undefined;
   resolve: (result: ForwardResult) => void;
   timer: NodeJS.Timeout;
   /** The connection it was written to; null while it waits for one. */
@@ -113,7 +115,7 @@ export class ForwardClient {
     return this.pending.size;
   }
 
-  invoke(functionId: string, data: unknown, options: { deadline: number; requestId?: string }): Promise<ForwardResult> {
+  invoke(functionId: string, data: unknown, options: { deadline: number; requestId?: string; traceparent?: string; baggage?: string }): Promise<ForwardResult> {
     if (this.closed) return Promise.resolve(notDispatched('forward client is closed'));
     const remainingMs = Math.min(options.deadline - performance.now(), MAX_WAIT_MS);
     // Written so that a NaN deadline counts as passed rather than reaching the wire.
@@ -124,7 +126,18 @@ export class ForwardClient {
       this.lastId = this.lastId >= MAX_CALL_ID ? 1 : this.lastId + 1;
       const id = this.lastId;
       const timer = setTimeout(this.onDeadline, remainingMs, id);
-      const call: PendingCall = { id, functionId, data, deadline: options.deadline, requestId: options.requestId, resolve, timer, connection: null };
+      const call: PendingCall = {
+        id,
+        functionId,
+        data,
+        deadline: options.deadline,
+        requestId: options.requestId,
+        traceparent: options.traceparent,
+        baggage: options.baggage,
+        resolve,
+        timer,
+        connection: null,
+      };
       this.pending.set(id, call);
       const connection = this.usableConnection();
       if (typeof connection === 'string') this.settle(call, notDispatched(connection));
@@ -238,7 +251,16 @@ export class ForwardClient {
     }
     let frame: Buffer;
     try {
-      const message = { id: call.id, functionId: call.functionId, data: call.data, remainingMs: Math.ceil(remainingMs), requestId: call.requestId, isVoid: false };
+      const message = {
+        id: call.id,
+        functionId: call.functionId,
+        data: call.data,
+        remainingMs: Math.ceil(remainingMs),
+        requestId: call.requestId,
+        isVoid: false,
+        traceparent: call.traceparent,
+        baggage: call.baggage,
+      };
       frame = encodeCall(message, this.maxFrameBytes);
     } catch (err) {
       this.settle(call, notDispatched(`call cannot be forwarded: ${(err as Error).message}`));

@@ -11,7 +11,9 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   client → server  [0 hello, version, cluster, secret, peerId]        first frame, always
  *   server → client  [1 helloOk, version]                               or
  *   server → client  [2 reject, reason]                                 then the server closes
- *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid]
+ *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid,
+ *                     traceparent|null, baggage|null]      (the last two appended in 1: older
+ *                     peers send six fields and ignore the extra two)
  *   server → client  [4 resultOk, id, valueJson|null]
  *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
  *   server → client  [6 resultEngineError, id, code, message]
@@ -75,6 +77,9 @@ export interface CallMessage {
   remainingMs: number;
   requestId: string | undefined;
   isVoid: boolean;
+  /** W3C trace context the worker's invocation carries (docs/observability.md). */
+  traceparent?: string | undefined;
+  baggage?: string | undefined;
 }
 
 /** Opens a tunnel to one end of a channel the server holds (in place of a hello). */
@@ -118,7 +123,9 @@ export function encodeReject(reason: string): Buffer {
 
 export function encodeCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: number): Buffer {
   return encodeFrame(
-    [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid],
+    call.traceparent === undefined && call.baggage === undefined
+      ? [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid]
+      : [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid, call.traceparent ?? null, call.baggage ?? null],
     maxFrameBytes,
   );
 }
@@ -158,7 +165,7 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       return { kind: 'hello', version, cluster, secret, peerId };
     }
     case KIND.call: {
-      const [, id, functionId, data, remainingMs, requestId, isVoid] = m;
+      const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage] = m;
       if (
         !isId(id) ||
         !isString(functionId) ||
@@ -171,7 +178,12 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       ) {
         throw malformed('call');
       }
-      return { kind: 'call', id, functionId, data: new RawJson(data), remainingMs, requestId: requestId ?? undefined, isVoid };
+      const call: CallMessage = { kind: 'call', id, functionId, data: new RawJson(data), remainingMs, requestId: requestId ?? undefined, isVoid };
+      // Appended fields: taken when they are what this version sends, ignored otherwise (a later
+      // version may put something else there).
+      if (isString(traceparent)) call.traceparent = traceparent;
+      if (isString(baggage)) call.baggage = baggage;
+      return call;
     }
     case KIND.channelAttach: {
       const [, version, cluster, secret, peerId, channelId, key, direction] = m;

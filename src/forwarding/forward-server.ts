@@ -313,7 +313,12 @@ export class ForwardServer {
       return;
     }
     connection.inFlight += 1;
-    const options = { deadline: performance.now() + call.remainingMs, ...(call.requestId === undefined ? {} : { requestId: call.requestId }) };
+    const options = {
+      deadline: performance.now() + call.remainingMs,
+      ...(call.requestId === undefined ? {} : { requestId: call.requestId }),
+      ...(call.traceparent === undefined ? {} : { traceparent: call.traceparent }),
+      ...(call.baggage === undefined ? {} : { baggage: call.baggage }),
+    };
     let result: Promise<InvocationOutcome>;
     try {
       result = invoker.invoke(call.functionId, call.data, options);

@@ -59,10 +59,10 @@ export class MiddlewareRunner {
     private readonly metrics?: EngineMetrics,
   ) {}
 
-  async run(functionIds: readonly string[], call: MiddlewareCall, deadline: number, requestId: string): Promise<PhaseOutcome> {
+  async run(functionIds: readonly string[], call: MiddlewareCall, deadline: number, requestId: string, trace?: { traceparent: string; baggage?: string }): Promise<PhaseOutcome> {
     for (const functionId of functionIds) {
       const started = performance.now();
-      const outcome = await this.callOne(functionId, call, deadline, requestId);
+      const outcome = await this.callOne(functionId, call, deadline, requestId, trace);
       this.metrics?.middlewareCall(call.phase, outcome?.kind ?? 'continue', (performance.now() - started) / 1000);
       if (outcome !== undefined) return outcome;
     }
@@ -70,10 +70,17 @@ export class MiddlewareRunner {
   }
 
   /** One middleware call: undefined means `continue` (patches applied), anything else ends the phase. */
-  private async callOne(functionId: string, call: MiddlewareCall, deadline: number, requestId: string): Promise<PhaseOutcome | undefined> {
+  private async callOne(
+    functionId: string,
+    call: MiddlewareCall,
+    deadline: number,
+    requestId: string,
+    trace: { traceparent: string; baggage?: string } | undefined,
+  ): Promise<PhaseOutcome | undefined> {
     // No `has()` shortcut: the invoker answers FUNCTION_UNAVAILABLE at once for a function nobody
     // serves, and waits out the reconnect grace for one whose worker just left (docs/reliability.md).
-    const outcome = await this.invoker.invoke(functionId, this.payload(call), { deadline, requestId });
+    const traceFields = trace === undefined ? {} : trace.baggage === undefined ? { traceparent: trace.traceparent } : { traceparent: trace.traceparent, baggage: trace.baggage };
+    const outcome = await this.invoker.invoke(functionId, this.payload(call), { ...traceFields, deadline, requestId });
     if (!outcome.ok) {
       const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
       return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };

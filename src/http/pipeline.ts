@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import type { TraceContext } from '../observability/trace-context.js';
+import { requestTraceContext } from '../observability/trace-context.js';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
 import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
@@ -34,6 +36,8 @@ export interface PipelineDeps {
    * with SWITCHYARD_SERVED_BY_HEADER=1: tells operators and benchmarks which process answered).
    */
   servedBy?: string;
+  /** Share of new traces sampled (iii-observability `sampling_ratio`); a client's traceparent decides its own. */
+  sampleRatio?: number;
 }
 
 /**
@@ -67,6 +71,8 @@ interface RequestState {
   admitted: boolean;
   /** The reply was written (or the request aborted). */
   finished: boolean;
+  /** W3C trace context every invocation of this request carries (docs/observability.md). */
+  traceContext: TraceContext;
   /** Where the handler ran: this process's worker or a peer's (access log, metrics). */
   trace: InvocationTrace;
   /** The body as the handler's request_body channel gets it (set once the body was planned). */
@@ -117,6 +123,7 @@ export class HttpPipeline {
       startedAt,
       deadline: startedAt + this.config.defaultTimeoutMs,
       engineHeaders: { [this.config.requestIdHeader]: requestId },
+      traceContext: requestTraceContext(headerValue(req.headers.traceparent), headerValue(req.headers.baggage), this.deps.sampleRatio ?? 1),
       route: undefined,
       routing: undefined,
       apiRequest: undefined,
@@ -253,6 +260,7 @@ export class HttpPipeline {
         { phase: 'postHandler', request: apiRequest, matchedRoute, response: outcome.value },
         state.deadline,
         requestId,
+        state.traceContext,
       );
       // Out of deadline in postHandler is a timeout like in the request phases (onTimeout, then 504),
       // not a middleware failure.
@@ -267,7 +275,7 @@ export class HttpPipeline {
   /** Calls the handler with its request_body and response channels, when this engine has channels. */
   private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest): Promise<HandlerAnswer> {
     const registry = this.deps.channels;
-    const options = { deadline: state.deadline, requestId: state.requestId, trace: state.trace };
+    const options = { ...invokeTrace(state), deadline: state.deadline, requestId: state.requestId, trace: state.trace };
     if (registry === undefined) {
       return { kind: 'outcome', outcome: await this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options) };
     }
@@ -308,7 +316,7 @@ export class HttpPipeline {
   ): Promise<HttpReply | undefined> {
     if (functionIds.length === 0) return undefined;
     const request = state.apiRequest as ApiRequest;
-    const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId);
+    const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId, state.traceContext);
     if (outcome.kind === 'failed' && outcome.timedOut) {
       return this.timeoutReply(state, `deadline passed in ${phase} middleware ${outcome.functionId}`, extra.matchedRoute);
     }
@@ -367,7 +375,7 @@ export class HttpPipeline {
     const deadline = Math.max(state.deadline, performance.now() + this.errorPhaseBudgetMs);
     const call: MiddlewareCall = { phase, request, error };
     if (matchedRoute !== undefined) call.matchedRoute = matchedRoute;
-    const outcome = await this.middleware.run(ids, call, deadline, state.requestId);
+    const outcome = await this.middleware.run(ids, call, deadline, state.requestId, state.traceContext);
     if (outcome.kind === 'respond') return responseReply(outcome.response, state.requestId);
     if (outcome.kind === 'failed') {
       this.deps.logger.warn(
@@ -379,7 +387,7 @@ export class HttpPipeline {
   }
 
   private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState): Promise<InvocationOutcome> {
-    return this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { deadline: state.deadline, requestId: state.requestId });
+    return this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { ...invokeTrace(state), deadline: state.deadline, requestId: state.requestId });
   }
 
   private async notFound(state: RequestState, apiRequest: ApiRequest): Promise<void> {
@@ -429,7 +437,7 @@ export class HttpPipeline {
     }
     const deadline = performance.now() + this.config.defaultTimeoutMs;
     this.middleware
-      .run(ids, call, deadline, state.requestId)
+      .run(ids, call, deadline, state.requestId, state.traceContext)
       .then((outcome) => {
         if (outcome.kind === 'failed') {
           this.deps.logger.warn(
@@ -469,8 +477,21 @@ export class HttpPipeline {
       durationMs: Math.round(elapsedMs * 100) / 100,
       forwarded: trace.forwarded,
       worker: trace.forwarded ? trace.peerId : trace.workerId,
+      trace_id: state.traceContext.traceId,
+      span_id: state.traceContext.spanId,
     };
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
   }
+}
+
+/** A header's single value (Node joins repeated ones for most headers; these two are single-valued). */
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The trace fields of an invocation's options. */
+function invokeTrace(state: RequestState): { traceparent: string; baggage?: string } {
+  const { traceparent, baggage } = state.traceContext;
+  return baggage === undefined ? { traceparent } : { traceparent, baggage };
 }

@@ -9,8 +9,10 @@ export function encodeFrame(message: OutboundMessage): string {
  * The hot-path encoder for an engine→worker invocation: avoids building an intermediate object per
  * request. `dataJson` is the already-serialised payload.
  */
-export function encodeInvocation(invocationId: string, functionId: string, dataJson: string): string {
-  return `{"type":"invokefunction","invocation_id":${JSON.stringify(invocationId)},"function_id":${JSON.stringify(functionId)},"data":${dataJson}}`;
+export function encodeInvocation(invocationId: string, functionId: string, dataJson: string, traceparent?: string, baggage?: string): string {
+  // traceparent is 55 fixed characters of hex and dashes; baggage may hold anything: escaped.
+  const trace = (traceparent === undefined ? '' : `,"traceparent":${JSON.stringify(traceparent)}`) + (baggage === undefined ? '' : `,"baggage":${JSON.stringify(baggage)}`);
+  return `{"type":"invokefunction","invocation_id":${JSON.stringify(invocationId)},"function_id":${JSON.stringify(functionId)},"data":${dataJson}${trace}}`;
 }
 
 export function encodeInvocationResult(

@@ -5,7 +5,7 @@ import type { HubMember, WorkerHub } from './worker-hub.js';
 
 /** What the local invoker calls on a connection (WorkerConnection; tests pass their own). */
 export interface InvokableMember extends HubMember {
-  invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome>;
+  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string }): Promise<InvocationOutcome>;
   fire(functionId: string, data: unknown): boolean;
 }
 
@@ -23,7 +23,7 @@ export class LocalInvoker<C extends InvokableMember = InvokableMember> implement
       return Promise.resolve(engineFailure('TIMEOUT', `deadline passed before ${functionId} was called`));
     }
     if (options.trace !== undefined) options.trace.workerId = connection.id;
-    return connection.invoke(functionId, data, remainingMs);
+    return connection.invoke(functionId, data, remainingMs, options);
   }
 
   fire(functionId: string, data: unknown): boolean {

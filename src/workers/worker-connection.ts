@@ -151,14 +151,14 @@ export class WorkerConnection implements HubMember {
     return true;
   }
 
-  invoke(functionId: string, data: unknown, timeoutMs: number): Promise<InvocationOutcome> {
+  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string }): Promise<InvocationOutcome> {
     const invocationId = randomUUID();
     const httpTarget = this.functions.get(functionId)?.invocation;
     if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
       return this.deps.httpFunctions.call(functionId, httpTarget, data, timeoutMs, invocationId);
     }
     // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
-    const frame = encodeInvocation(invocationId, functionId, toJson(data));
+    const frame = encodeInvocation(invocationId, functionId, toJson(data), trace?.traceparent, trace?.baggage);
     const result = this.pending.add(invocationId, functionId, timeoutMs);
     if (!this.send(frame)) {
       // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.
@@ -410,8 +410,14 @@ export class WorkerConnection implements HubMember {
       return;
     }
     const deadline = performance.now() + this.deps.workerCallTimeoutMs;
+    // The caller's trace context goes on with its call (iii-sdk sends traceparent and baggage).
+    const options = {
+      deadline,
+      ...(message.traceparent === undefined ? {} : { traceparent: message.traceparent }),
+      ...(message.baggage === undefined ? {} : { baggage: message.baggage }),
+    };
     this.deps.invoker
-      .invoke(message.function_id, message.data, { deadline })
+      .invoke(message.function_id, message.data, options)
       .then((outcome) => {
         const reply: Parameters<typeof encodeInvocationResult>[2] = outcome.ok
           ? outcome

@@ -6,7 +6,7 @@ type Frame = Record<string, any>;
 /** A worker speaking the wire protocol by hand over a real `ws` socket, for protocol-level tests. */
 export class RawWorker {
   readonly frames: Frame[] = [];
-  private readonly handlers = new Map<string, (data: any) => unknown>();
+  private readonly handlers = new Map<string, (data: any, frame: Frame) => unknown>();
   private waiters: { test: (f: Frame) => boolean; resolve: (f: Frame) => void }[] = [];
   readonly closed: Promise<{ code: number; reason: string }>;
 
@@ -15,7 +15,7 @@ export class RawWorker {
       const frame = JSON.parse((data as Buffer).toString('utf8')) as Frame;
       const handler = frame.type === 'invokefunction' ? this.handlers.get(frame.function_id) : undefined;
       if (handler !== undefined && frame.invocation_id) {
-        const result = handler(frame.data);
+        const result = handler(frame.data, frame);
         this.send({ type: 'invocationresult', invocation_id: frame.invocation_id, function_id: frame.function_id, result });
         return;
       }
@@ -96,8 +96,8 @@ export class RawWorker {
     return triggerId;
   }
 
-  /** Answers every invocation of `functionId` with `reply(data)`. */
-  serve(functionId: string, reply: (data: any) => unknown): void {
+  /** Answers every invocation of `functionId` with `reply(data, frame)`. */
+  serve(functionId: string, reply: (data: any, frame: Frame) => unknown): void {
     this.handlers.set(functionId, reply);
   }
 

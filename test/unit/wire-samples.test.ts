@@ -110,11 +110,14 @@ const FORWARD_SAMPLES = {
   reject: '0000000d9202aa62616420736563726574',
   call: '0000001d970307a76170703a3a666ea77b2261223a317dcd09c4a57265712d31c2',
   voidCall: '00000013970300a76170703a3a666ea46e756c6c64c0c3',
+  tracedCall:
+    '0000005a990307a76170703a3a666ea77b2261223a317dcd09c4a57265712d31c2d93730302d30616637363531393136636434336464383434386562323131633830333139632d623761643662373136393230333333312d3031a36b3d76',
   resultOk: '0000000b930407a77b2262223a327d',
   resultWorker: '00000016950507a4626f6f6da869742062726f6b65a461742078',
   resultEngine: '00000010940607a754494d454f5554a46c617465',
   channelAttach: '00000024980701a4626c7565a27333ab6e6f64652d612f302f7831a56162632d31a16ba472656164',
 };
+const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 const body = (hex: string): Buffer => Buffer.from(hex, 'hex').subarray(4);
 const MAX = 1 << 20;
 
@@ -125,6 +128,9 @@ describe('forward protocol 1: frozen samples', () => {
     expect(encodeReject('bad secret').toString('hex')).toBe(FORWARD_SAMPLES.reject);
     expect(encodeCall({ id: 7, functionId: 'app::fn', data: { a: 1 }, remainingMs: 2500, requestId: 'req-1', isVoid: false }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.call);
     expect(encodeCall({ id: 0, functionId: 'app::fn', data: null, remainingMs: 100, requestId: undefined, isVoid: true }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.voidCall);
+    expect(encodeCall({ id: 7, functionId: 'app::fn', data: { a: 1 }, remainingMs: 2500, requestId: 'req-1', isVoid: false, traceparent: TRACEPARENT, baggage: 'k=v' }, MAX).toString('hex')).toBe(
+      FORWARD_SAMPLES.tracedCall,
+    );
     expect(encodeResult(7, { ok: true, value: { b: 2 } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultOk);
     expect(encodeResult(7, { ok: false, failure: { source: 'worker', code: 'boom', message: 'it broke', stacktrace: 'at x' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultWorker);
     expect(encodeResult(7, { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultEngine);
@@ -145,6 +151,9 @@ describe('forward protocol 1: frozen samples', () => {
       isVoid: false,
     });
     expect(decodeClientMessage(body(FORWARD_SAMPLES.voidCall))).toMatchObject({ kind: 'call', id: 0, isVoid: true, requestId: undefined });
+    // A call from a peer of the previous build (six fields) carries no trace context; one with it, both.
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).not.toHaveProperty('traceparent');
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.tracedCall))).toMatchObject({ kind: 'call', id: 7, traceparent: TRACEPARENT, baggage: 'k=v' });
     expect(decodeClientMessage(body(FORWARD_SAMPLES.channelAttach))).toEqual({
       kind: 'channelAttach',
       version: 1,

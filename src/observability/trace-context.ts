@@ -1,0 +1,73 @@
+import { randomFillSync } from 'node:crypto';
+
+/**
+ * W3C Trace Context (https://www.w3.org/TR/trace-context/) as the engine passes it to workers: a
+ * request's `traceparent` is honoured when valid, a new trace is started otherwise, and every
+ * `invokefunction` for the request carries it (with `baggage`), as iii 0.22.1 sends them, so the
+ * worker's spans join the client's trace on every process and node (docs/observability.md).
+ */
+export interface TraceContext {
+  traceId: string;
+  /** The span the worker's spans are children of. */
+  spanId: string;
+  /** `01` sampled, `00` not: decided once, at the edge, and carried unchanged. */
+  flags: string;
+  /** The `traceparent` header value handed on. */
+  traceparent: string;
+  baggage?: string;
+}
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+const ZERO_TRACE = '0'.repeat(32);
+const ZERO_SPAN = '0'.repeat(16);
+/** Longest baggage handed on (W3C Baggage limits a header to 8,192 bytes). */
+const MAX_BAGGAGE_CHARS = 8192;
+
+/** The header's trace context when it is valid W3C (version 00, or a later one read as 00). */
+export function parseTraceparent(header: string | undefined): { traceId: string; parentId: string; flags: string } | undefined {
+  if (header === undefined || header.length < 55 || header.length > 512) return undefined;
+  const match = TRACEPARENT.exec(header.trim().toLowerCase());
+  if (match === null) return undefined;
+  const [, version, traceId, parentId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined];
+  // Version ff is invalid; version 00 has exactly four fields.
+  if (version === 'ff' || (version === '00' && rest !== undefined)) return undefined;
+  if (traceId === ZERO_TRACE || parentId === ZERO_SPAN) return undefined;
+  return { traceId, parentId, flags };
+}
+
+/** Random ids from a pooled buffer: one crypto call per 256 ids, not one per request. */
+const pool = Buffer.alloc(4096);
+let offset = pool.length;
+
+function randomHex(bytes: number): string {
+  if (offset + bytes > pool.length) {
+    randomFillSync(pool);
+    offset = 0;
+  }
+  const hex = pool.toString('hex', offset, offset + bytes);
+  offset += bytes;
+  return hex;
+}
+
+/**
+ * The context a request's invocations carry: the client's when its `traceparent` is valid (workers'
+ * spans become children of the client's span), else a new trace whose root the engine names, sampled
+ * with probability `sampleRatio`.
+ */
+export function requestTraceContext(traceparent: string | undefined, baggage: string | undefined, sampleRatio: number): TraceContext {
+  const incoming = parseTraceparent(traceparent);
+  const handedBaggage = baggage !== undefined && baggage.length > 0 && baggage.length <= MAX_BAGGAGE_CHARS ? baggage : undefined;
+  if (incoming !== undefined) {
+    return {
+      traceId: incoming.traceId,
+      spanId: incoming.parentId,
+      flags: incoming.flags,
+      traceparent: `00-${incoming.traceId}-${incoming.parentId}-${incoming.flags}`,
+      ...(handedBaggage === undefined ? {} : { baggage: handedBaggage }),
+    };
+  }
+  const traceId = randomHex(16);
+  const spanId = randomHex(8);
+  const flags = sampleRatio >= 1 || (sampleRatio > 0 && Math.random() < sampleRatio) ? '01' : '00';
+  return { traceId, spanId, flags, traceparent: `00-${traceId}-${spanId}-${flags}`, ...(handedBaggage === undefined ? {} : { baggage: handedBaggage }) };
+}
