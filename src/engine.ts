@@ -28,6 +28,9 @@ import { WorkerServer } from './workers/worker-server.js';
 import { TriggerDelivery } from './workers/trigger-delivery.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
+import { OtlpRelay } from './observability/otlp-relay.js';
+import type { Tracing } from './observability/tracing.js';
+import { createTracing } from './observability/tracing.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
 export interface EngineClusterOptions {
@@ -73,6 +76,8 @@ export class Engine {
   readonly channels: ChannelRegistry;
   private readonly engineFunctions: EngineFunctions;
   private readonly httpFunctions: HttpFunctionCaller;
+  private readonly tracing: Tracing;
+  private readonly relay: OtlpRelay | undefined;
   private readonly localInvoker: LocalInvoker;
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
@@ -119,6 +124,8 @@ export class Engine {
       openChannels: () => this.channels.size,
       telemetrySockets: () => this.workerServer.telemetrySockets,
     });
+    this.tracing = createTracing(config.observability, logger.child({ module: 'tracing' }), this.metrics);
+    this.relay = workerTelemetryRelay(config.observability, logger.child({ module: 'telemetry' }), this.metrics);
     // Request metrics keep series only for routes still in the table: every rebuild drops the others
     // (EngineMetrics.retainRoutes), so routes that come and go do not grow the registry.
     this.table.onChange((state) => this.metrics.retainRoutes(new Set(state.routes.map((route) => route.pattern.source))));
@@ -147,6 +154,7 @@ export class Engine {
         // Forwarded calls run on this process's workers only: a forward is never forwarded again.
         invoker: this.localInvoker,
         logger: logger.child({ module: 'forward' }),
+        tracing: this.tracing,
         onRetire: (workerId, token) => this.retireLocal(workerId, token),
         onChannelAttach: (request) => {
           const claim = this.channels.claim(request.channelId, request.key, request.direction);
@@ -193,7 +201,7 @@ export class Engine {
         registry: this.channels,
         ...(this.peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => this.openRemoteChannel(tag, request) }),
       },
-      { counters: this.metrics },
+      { counters: this.metrics, ...(this.relay === undefined ? {} : { sink: this.relay }) },
     );
     this.pipeline = new HttpPipeline({
       config: config.api,
@@ -202,7 +210,7 @@ export class Engine {
       logger: logger.child({ module: 'http' }),
       metrics: this.metrics,
       channels: this.channels,
-      ...(config.observability.sampling_ratio === undefined ? {} : { sampleRatio: config.observability.sampling_ratio }),
+      tracing: this.tracing,
       ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
@@ -323,6 +331,10 @@ export class Engine {
         ['workers', () => this.workerServer.close()],
         ['peers', () => this.peers?.close()],
         ['http functions', () => this.httpFunctions.close()],
+        ['tracing', () => {
+          this.relay?.close();
+          return this.tracing.shutdown();
+        }],
       ];
       for (const [name, step] of steps) {
         try {
@@ -335,4 +347,16 @@ export class Engine {
     })();
     return this.closing;
   }
+}
+
+/** Workers' /otel telemetry goes to the collector when iii-observability exports over OTLP, by signal switch. */
+function workerTelemetryRelay(config: EngineConfig['observability'], logger: Logger, metrics: EngineMetrics): OtlpRelay | undefined {
+  if (config.enabled === false || (config.exporter !== 'otlp' && config.exporter !== 'both')) return undefined;
+  const endpoint = typeof config.endpoint === 'string' && config.endpoint !== '' ? config.endpoint : 'http://localhost:4318';
+  // As iii's switches: traces follow `exporter`, metrics `metrics_exporter`, logs `logs_exporter`.
+  const kinds = new Set<'traces' | 'metrics' | 'logs'>(['traces']);
+  const exported = (value: unknown): boolean => value === 'otlp' || value === 'both';
+  if (config.metrics_enabled !== false && exported(config.metrics_exporter)) kinds.add('metrics');
+  if (config.logs_enabled !== false && exported(config.logs_exporter)) kinds.add('logs');
+  return new OtlpRelay(endpoint, kinds, logger, metrics);
 }

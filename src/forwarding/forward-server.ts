@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import type { Tracing } from '../observability/tracing.js';
 import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
 import { toJson } from '../invocation/raw-json.js';
@@ -42,6 +43,8 @@ export interface ForwardServerOptions {
    * `refused` with why, or `attach` to hand the socket over once it has been told yes.
    */
   onChannelAttach?: (request: ChannelAttachRequest) => ChannelAttachDecision;
+  /** Spans for forwarded calls, when the engine exports traces (docs/observability.md). */
+  tracing?: Pick<Tracing, 'forwarded'>;
 }
 
 export interface ChannelAttachRequest {
@@ -313,10 +316,14 @@ export class ForwardServer {
       return;
     }
     connection.inFlight += 1;
+    // With tracing on, the call gets a span here (child of the caller's invocation span) and the
+    // worker's spans become its children; otherwise the caller's context goes on as it came.
+    const span = this.options.tracing?.forwarded(call.traceparent, call.baggage, call.functionId);
+    const traceparent = span?.traceparent ?? call.traceparent;
     const options = {
       deadline: performance.now() + call.remainingMs,
       ...(call.requestId === undefined ? {} : { requestId: call.requestId }),
-      ...(call.traceparent === undefined ? {} : { traceparent: call.traceparent }),
+      ...(traceparent === undefined ? {} : { traceparent }),
       ...(call.baggage === undefined ? {} : { baggage: call.baggage }),
     };
     let result: Promise<InvocationOutcome>;
@@ -333,10 +340,12 @@ export class ForwardServer {
           { requestId: call.requestId, functionId: call.functionId, fromPeer: connection.peerId, ok: outcome.ok, durationMs: Math.round((performance.now() - started) * 100) / 100 },
           'forwarded call',
         );
+        span?.end(outcome.ok ? undefined : outcome.failure);
         this.finishCall(connection, call.id, outcome);
       },
       (err: unknown) => {
         this.logger.error({ err, functionId: call.functionId, requestId: call.requestId }, 'local invoker failed a forwarded call');
+        span?.end({ code: 'INTERNAL_ERROR', message: 'the local invoker failed' });
         // It may have reached the worker before failing, so it must not be retried elsewhere.
         this.finishCall(connection, call.id, engineFailure('WORKER_DISCONNECTED', `the invocation of ${call.functionId} failed on the peer`));
       },

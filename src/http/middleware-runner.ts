@@ -8,6 +8,7 @@ import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
 import { deepMerge, MergeDepthError } from '../middleware/merge.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
+import type { InvocationSpan } from '../observability/tracing.js';
 import { decodeMiddlewareResult } from '../middleware/middleware-result.js';
 
 /** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
@@ -59,10 +60,11 @@ export class MiddlewareRunner {
     private readonly metrics?: EngineMetrics,
   ) {}
 
-  async run(functionIds: readonly string[], call: MiddlewareCall, deadline: number, requestId: string, trace?: { traceparent: string; baggage?: string }): Promise<PhaseOutcome> {
+  /** `spans`: a span per call (the request's trace, docs/observability.md); none in unit tests. */
+  async run(functionIds: readonly string[], call: MiddlewareCall, deadline: number, requestId: string, spans?: (functionId: string) => InvocationSpan): Promise<PhaseOutcome> {
     for (const functionId of functionIds) {
       const started = performance.now();
-      const outcome = await this.callOne(functionId, call, deadline, requestId, trace);
+      const outcome = await this.callOne(functionId, call, deadline, requestId, spans?.(functionId));
       this.metrics?.middlewareCall(call.phase, outcome?.kind ?? 'continue', (performance.now() - started) / 1000);
       if (outcome !== undefined) return outcome;
     }
@@ -75,12 +77,13 @@ export class MiddlewareRunner {
     call: MiddlewareCall,
     deadline: number,
     requestId: string,
-    trace: { traceparent: string; baggage?: string } | undefined,
+    span: InvocationSpan | undefined,
   ): Promise<PhaseOutcome | undefined> {
     // No `has()` shortcut: the invoker answers FUNCTION_UNAVAILABLE at once for a function nobody
     // serves, and waits out the reconnect grace for one whose worker just left (docs/reliability.md).
-    const traceFields = trace === undefined ? {} : trace.baggage === undefined ? { traceparent: trace.traceparent } : { traceparent: trace.traceparent, baggage: trace.baggage };
+    const traceFields = span === undefined ? {} : span.baggage === undefined ? { traceparent: span.traceparent } : { traceparent: span.traceparent, baggage: span.baggage };
     const outcome = await this.invoker.invoke(functionId, this.payload(call), { ...traceFields, deadline, requestId });
+    span?.end(outcome.ok ? undefined : outcome.failure);
     if (!outcome.ok) {
       const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
       return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };

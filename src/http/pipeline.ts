@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { TraceContext } from '../observability/trace-context.js';
-import { requestTraceContext } from '../observability/trace-context.js';
+import type { InvocationSpan, RequestTrace, Tracing } from '../observability/tracing.js';
+import { PassThroughTracing } from '../observability/tracing.js';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
 import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
@@ -36,8 +36,8 @@ export interface PipelineDeps {
    * with SWITCHYARD_SERVED_BY_HEADER=1: tells operators and benchmarks which process answered).
    */
   servedBy?: string;
-  /** Share of new traces sampled (iii-observability `sampling_ratio`); a client's traceparent decides its own. */
-  sampleRatio?: number;
+  /** Spans and the trace context handed to workers (docs/observability.md); default: pass-through. */
+  tracing?: Tracing;
 }
 
 /**
@@ -71,8 +71,8 @@ interface RequestState {
   admitted: boolean;
   /** The reply was written (or the request aborted). */
   finished: boolean;
-  /** W3C trace context every invocation of this request carries (docs/observability.md). */
-  traceContext: TraceContext;
+  /** The request's trace: its span, and the context every invocation carries (docs/observability.md). */
+  requestTrace: RequestTrace;
   /** Where the handler ran: this process's worker or a peer's (access log, metrics). */
   trace: InvocationTrace;
   /** The body as the handler's request_body channel gets it (set once the body was planned). */
@@ -97,11 +97,14 @@ export class HttpPipeline {
   private readonly middleware: MiddlewareRunner;
   private readonly errorPhaseBudgetMs: number;
 
+  private readonly tracing: Tracing;
+
   constructor(private readonly deps: PipelineDeps) {
     this.config = deps.config;
     this.cors = new CorsPolicy(deps.config.cors);
     this.middleware = new MiddlewareRunner(deps.invoker, deps.logger, deps.metrics);
     this.errorPhaseBudgetMs = Math.min(ERROR_PHASE_BUDGET_MS, deps.config.defaultTimeoutMs);
+    this.tracing = deps.tracing ?? new PassThroughTracing();
   }
 
   get activeRequests(): number {
@@ -123,7 +126,7 @@ export class HttpPipeline {
       startedAt,
       deadline: startedAt + this.config.defaultTimeoutMs,
       engineHeaders: { [this.config.requestIdHeader]: requestId },
-      traceContext: requestTraceContext(headerValue(req.headers.traceparent), headerValue(req.headers.baggage), this.deps.sampleRatio ?? 1),
+      requestTrace: this.tracing.request(headerValue(req.headers.traceparent), headerValue(req.headers.baggage), req.method ?? 'GET', req.url ?? '/'),
       route: undefined,
       routing: undefined,
       apiRequest: undefined,
@@ -228,6 +231,7 @@ export class HttpPipeline {
 
     const route = match.match.route;
     state.route = route;
+    state.requestTrace.route(route.method, route.pattern.source);
     apiRequest.path_params = match.match.params;
     apiRequest.trigger = { type: 'http', path: route.pattern.source, method: route.method };
     const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
@@ -239,7 +243,7 @@ export class HttpPipeline {
     if (preHandler !== undefined) return this.finish(state, preHandler);
 
     if (route.conditionFunctionId !== undefined) {
-      const condition = await this.invoke(route.conditionFunctionId, apiRequest, state);
+      const condition = await this.invoke(route.conditionFunctionId, apiRequest, state, 'condition');
       if (!condition.ok) return this.finish(state, await this.handlerFailure(state, condition.failure, matchedRoute));
       if (condition.value === false) {
         return this.finish(state, errorReply('CONDITION_NOT_MET', requestId, { extra: { skipped: true } }));
@@ -260,7 +264,7 @@ export class HttpPipeline {
         { phase: 'postHandler', request: apiRequest, matchedRoute, response: outcome.value },
         state.deadline,
         requestId,
-        state.traceContext,
+        this.spans(state),
       );
       // Out of deadline in postHandler is a timeout like in the request phases (onTimeout, then 504),
       // not a middleware failure.
@@ -275,13 +279,14 @@ export class HttpPipeline {
   /** Calls the handler with its request_body and response channels, when this engine has channels. */
   private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest): Promise<HandlerAnswer> {
     const registry = this.deps.channels;
-    const options = { ...invokeTrace(state), deadline: state.deadline, requestId: state.requestId, trace: state.trace };
+    const span = state.requestTrace.invocation(functionId, 'handler');
+    const options = { ...spanFields(span), deadline: state.deadline, requestId: state.requestId, trace: state.trace };
     if (registry === undefined) {
-      return { kind: 'outcome', outcome: await this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options) };
+      return { kind: 'outcome', outcome: await ended(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
     }
     const headOnly = state.req.method === 'HEAD';
     const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes);
-    return channels.answer(this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options), state.deadline);
+    return channels.answer(ended(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options)), state.deadline);
   }
 
   /**
@@ -316,7 +321,7 @@ export class HttpPipeline {
   ): Promise<HttpReply | undefined> {
     if (functionIds.length === 0) return undefined;
     const request = state.apiRequest as ApiRequest;
-    const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId, state.traceContext);
+    const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId, this.spans(state));
     if (outcome.kind === 'failed' && outcome.timedOut) {
       return this.timeoutReply(state, `deadline passed in ${phase} middleware ${outcome.functionId}`, extra.matchedRoute);
     }
@@ -375,7 +380,7 @@ export class HttpPipeline {
     const deadline = Math.max(state.deadline, performance.now() + this.errorPhaseBudgetMs);
     const call: MiddlewareCall = { phase, request, error };
     if (matchedRoute !== undefined) call.matchedRoute = matchedRoute;
-    const outcome = await this.middleware.run(ids, call, deadline, state.requestId, state.traceContext);
+    const outcome = await this.middleware.run(ids, call, deadline, state.requestId, this.spans(state));
     if (outcome.kind === 'respond') return responseReply(outcome.response, state.requestId);
     if (outcome.kind === 'failed') {
       this.deps.logger.warn(
@@ -386,8 +391,14 @@ export class HttpPipeline {
     return fallback;
   }
 
-  private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState): Promise<InvocationOutcome> {
-    return this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { ...invokeTrace(state), deadline: state.deadline, requestId: state.requestId });
+  private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState, role: 'condition' | 'not_found'): Promise<InvocationOutcome> {
+    const span = state.requestTrace.invocation(functionId, role);
+    return ended(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { ...spanFields(span), deadline: state.deadline, requestId: state.requestId }));
+  }
+
+  /** Middleware calls' spans: one child of the request's span per call. */
+  private spans(state: RequestState): (functionId: string) => InvocationSpan {
+    return (functionId) => state.requestTrace.invocation(functionId, 'middleware');
   }
 
   private async notFound(state: RequestState, apiRequest: ApiRequest): Promise<void> {
@@ -398,7 +409,7 @@ export class HttpPipeline {
       }
       return this.finish(state, errorReply('NOT_FOUND', state.requestId));
     }
-    const outcome = await this.invoke(fallback, apiRequest, state);
+    const outcome = await this.invoke(fallback, apiRequest, state, 'not_found');
     this.finish(state, outcomeReply(outcome, state.requestId));
   }
 
@@ -437,7 +448,7 @@ export class HttpPipeline {
     }
     const deadline = performance.now() + this.config.defaultTimeoutMs;
     this.middleware
-      .run(ids, call, deadline, state.requestId, state.traceContext)
+      .run(ids, call, deadline, state.requestId, this.spans(state))
       .then((outcome) => {
         if (outcome.kind === 'failed') {
           this.deps.logger.warn(
@@ -464,6 +475,7 @@ export class HttpPipeline {
   private log(state: RequestState, status: number): void {
     const elapsedMs = performance.now() - state.startedAt;
     const { trace } = state;
+    state.requestTrace.end(status);
     this.deps.metrics?.request(state.route?.pattern.source, state.req.method ?? 'GET', status, elapsedMs / 1000, trace.forwarded);
     // Build the access line only when it will be written (a warn-level engine skips it entirely).
     if (!this.deps.logger.isLevelEnabled(status >= 500 ? 'warn' : 'info')) return;
@@ -477,8 +489,8 @@ export class HttpPipeline {
       durationMs: Math.round(elapsedMs * 100) / 100,
       forwarded: trace.forwarded,
       worker: trace.forwarded ? trace.peerId : trace.workerId,
-      trace_id: state.traceContext.traceId,
-      span_id: state.traceContext.spanId,
+      trace_id: state.requestTrace.traceId,
+      span_id: state.requestTrace.spanId,
     };
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
@@ -491,7 +503,14 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 }
 
 /** The trace fields of an invocation's options. */
-function invokeTrace(state: RequestState): { traceparent: string; baggage?: string } {
-  const { traceparent, baggage } = state.traceContext;
-  return baggage === undefined ? { traceparent } : { traceparent, baggage };
+function spanFields(span: InvocationSpan): { traceparent: string; baggage?: string } {
+  return span.baggage === undefined ? { traceparent: span.traceparent } : { traceparent: span.traceparent, baggage: span.baggage };
+}
+
+/** Ends the invocation's span with its outcome. */
+function ended(span: InvocationSpan, outcome: Promise<InvocationOutcome>): Promise<InvocationOutcome> {
+  return outcome.then((result) => {
+    span.end(result.ok ? undefined : result.failure);
+    return result;
+  });
 }

@@ -41,6 +41,8 @@ export class EngineMetrics {
   private readonly telemetryFrames: Counter<'kind' | 'outcome'>;
   private readonly telemetryBytes: Counter<'kind'>;
   private readonly telemetryThrottles: Counter;
+  private readonly spans: Counter;
+  private readonly telemetryExports: Counter;
   private readonly channelLinks: Counter<'result'>;
   /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
   private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
@@ -116,6 +118,18 @@ export class EngineMetrics {
     this.telemetryThrottles = new Counter({
       name: 'switchyard_telemetry_throttled_total',
       help: 'Times a telemetry socket was paused because the process read more telemetry than its budget',
+      registers,
+    });
+    this.spans = new Counter({
+      name: 'switchyard_trace_spans_total',
+      help: 'Sampled engine spans, by outcome: exported to the OTLP collector, or lost (queue_full: more than 2,048 waiting; export_failed: the collector did not take them)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.telemetryExports = new Counter({
+      name: 'switchyard_telemetry_exported_total',
+      help: 'Worker telemetry frames relayed to the OTLP collector, by kind and outcome: sent, failed (the collector refused or was unreachable), dropped (more than 8 MiB waiting)',
+      labelNames: ['kind', 'outcome'],
       registers,
     });
     this.channelLinks = new Counter({
@@ -208,6 +222,18 @@ export class EngineMetrics {
 
   telemetryThrottled(): void {
     this.telemetryThrottles.inc();
+  }
+
+  spansExported(count: number): void {
+    this.spans.inc({ outcome: 'exported' }, count);
+  }
+
+  spansDropped(reason: 'queue_full' | 'export_failed', count: number): void {
+    this.spans.inc({ outcome: reason }, count);
+  }
+
+  telemetryExported(kind: string, outcome: 'sent' | 'failed' | 'dropped'): void {
+    this.telemetryExports.inc({ kind, outcome });
   }
 
   channelLink(result: ChannelLinkResult): void {

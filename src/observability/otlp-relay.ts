@@ -1,0 +1,90 @@
+import type { Logger } from 'pino';
+import { request } from 'undici';
+import { WarnThrottle } from './warn-throttle.js';
+
+/** The three kinds of OTLP data a worker sends (the telemetry intake's TelemetryKind). */
+export type TelemetryKind = 'traces' | 'metrics' | 'logs';
+
+/** The OTLP/HTTP path of each kind of worker telemetry. */
+const PATHS: Record<TelemetryKind, string> = { traces: '/v1/traces', metrics: '/v1/metrics', logs: '/v1/logs' };
+/** Bound on telemetry waiting to be sent, per process: past it, frames are dropped (and counted). */
+const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+const MAX_IN_FLIGHT = 2;
+const EXPORT_TIMEOUT_MS = 10_000;
+
+export interface RelayCounters {
+  telemetryExported(kind: TelemetryKind, outcome: 'sent' | 'failed' | 'dropped'): void;
+}
+
+/**
+ * Sends what iii-sdk workers post on `/otel` (OTLP JSON: traces, metrics, logs) to the collector the
+ * `iii-observability` module names, as OTLP/HTTP JSON, unchanged. Bounded: at most 8 MiB queued and
+ * two requests in flight; a slow or dead collector makes frames drop (counted), never requests wait.
+ */
+export class OtlpRelay {
+  private readonly queue: { kind: TelemetryKind; body: Buffer }[] = [];
+  private queuedBytes = 0;
+  private inFlight = 0;
+  private closed = false;
+  private readonly warnings: WarnThrottle;
+
+  constructor(
+    private readonly endpoint: string,
+    private readonly kinds: ReadonlySet<TelemetryKind>,
+    logger: Logger,
+    private readonly counters?: RelayCounters,
+  ) {
+    this.endpoint = endpoint.replace(/\/+$/, '');
+    this.warnings = new WarnThrottle(logger, 30_000);
+  }
+
+  accept(kind: TelemetryKind, json: Buffer): boolean {
+    if (this.closed || !this.kinds.has(kind)) return false;
+    if (this.queuedBytes + json.length > MAX_QUEUED_BYTES) {
+      this.counters?.telemetryExported(kind, 'dropped');
+      return false;
+    }
+    // A copy: the frame's buffer belongs to the socket.
+    this.queue.push({ kind, body: Buffer.from(json) });
+    this.queuedBytes += json.length;
+    this.pump();
+    return true;
+  }
+
+  private pump(): void {
+    while (this.inFlight < MAX_IN_FLIGHT && this.queue.length > 0) {
+      const item = this.queue.shift() as { kind: TelemetryKind; body: Buffer };
+      this.queuedBytes -= item.body.length;
+      this.inFlight++;
+      void this.send(item.kind, item.body).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async send(kind: TelemetryKind, body: Buffer): Promise<void> {
+    try {
+      const response = await request(`${this.endpoint}${PATHS[kind]}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        headersTimeout: EXPORT_TIMEOUT_MS,
+        bodyTimeout: EXPORT_TIMEOUT_MS,
+      });
+      await response.body.dump();
+      const ok = response.statusCode >= 200 && response.statusCode < 300;
+      this.counters?.telemetryExported(kind, ok ? 'sent' : 'failed');
+      if (!ok) this.warnings.warn('status', { endpoint: this.endpoint, kind, status: response.statusCode }, 'the OTLP collector refused worker telemetry');
+    } catch (err) {
+      this.counters?.telemetryExported(kind, 'failed');
+      this.warnings.warn('error', { endpoint: this.endpoint, kind, err }, 'worker telemetry could not reach the OTLP collector');
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+  }
+}
