@@ -258,8 +258,8 @@ export const observabilityModuleSchema = z
     service_version: z.string().optional().describe('`service.version` resource attribute'),
     service_namespace: z.string().optional().describe('`service.namespace` resource attribute'),
     service_instance_id: z.string().optional().describe('`service.instance.id` resource attribute'),
-    exporter: z.enum(['otlp', 'memory', 'both']).optional().describe('Where spans go: an OTLP collector, memory, or both'),
-    endpoint: z.string().optional().describe('OTLP collector endpoint'),
+    exporter: z.enum(['otlp', 'memory', 'both']).optional().describe('Where spans go: `otlp` (or `both`) exports them; `memory` (iii\'s in-engine store) means no export here'),
+    endpoint: z.string().optional().describe('OTLP/HTTP collector endpoint (default `http://localhost:4318`); `/v1/traces`, `/v1/metrics`, `/v1/logs` are appended'),
     sampling_ratio: ratio().optional().describe('Share of the traces the engine starts that are sampled, 0.0-1.0 (default 1); a client\'s `traceparent` keeps its own decision (docs/observability.md)'),
     sampling: z.record(z.string(), z.unknown()).optional().describe('Advanced sampling rules (iii\'s `sampling` block)'),
     memory_max_spans: z.int().min(1).optional().describe('Spans kept in memory'),
@@ -284,7 +284,7 @@ export const observabilityModuleSchema = z
     worker_metrics: z.record(z.string(), z.unknown()).optional().describe('Worker metrics collection (iii 0.22 example configs)'),
   })
   .describe(
-    'OpenTelemetry settings, with iii-observability\'s keys. Read and validated; docs/compatibility.md says which ones Switchyard applies',
+    'OpenTelemetry settings, with iii-observability\'s keys: with `exporter: otlp` the engine exports its spans and relays workers\' telemetry over OTLP/HTTP (docs/observability.md); docs/compatibility.md says which keys are applied',
   );
 
 export const httpFunctionsModuleSchema = z
