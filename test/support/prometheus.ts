@@ -1,0 +1,70 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import type { ManagedProcess } from './processes.js';
+import { spawnManaged, stopProcess } from './processes.js';
+import { freePort } from './redis.js';
+
+/** The `prometheus` binary: found on PATH, or installed from Debian's package (as CI installs redis-server). */
+export function ensurePrometheus(): string {
+  const found = spawnSync('sh', ['-c', 'command -v prometheus'], { encoding: 'utf8' }).stdout.trim();
+  if (found !== '') return found;
+  if (process.getuid?.() !== 0) throw new Error('prometheus is not installed and this user cannot install it: apt-get install -y prometheus');
+  execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus'], { stdio: 'ignore', timeout: 300_000 });
+  return spawnSync('sh', ['-c', 'command -v prometheus'], { encoding: 'utf8' }).stdout.trim();
+}
+
+export interface PrometheusHandle {
+  url: string;
+  process: ManagedProcess;
+  /** An instant query through the HTTP API. */
+  query(promql: string): Promise<{ status: string; data?: { result: { metric: Record<string, string>; value: [number, string] }[] }; error?: string }>;
+  stop(): Promise<void>;
+}
+
+/** A real Prometheus on a free loopback port, scraping `target` (host:port) every second. */
+export async function startPrometheus(target: string, ruleFiles: string[] = []): Promise<PrometheusHandle> {
+  const binary = ensurePrometheus();
+  const dir = await mkdtemp(join(tmpdir(), 'switchyard-prom-'));
+  const port = await freePort();
+  const config = [
+    'global: { scrape_interval: 1s, evaluation_interval: 1s }',
+    `rule_files: [${ruleFiles.map((f) => JSON.stringify(f)).join(', ')}]`,
+    'scrape_configs:',
+    '  - job_name: switchyard',
+    `    static_configs: [{ targets: [${JSON.stringify(target)}] }]`,
+  ].join('\n');
+  await writeFile(join(dir, 'prometheus.yml'), config);
+  const process = spawnManaged(binary, [
+    `--config.file=${join(dir, 'prometheus.yml')}`,
+    `--storage.tsdb.path=${join(dir, 'data')}`,
+    `--web.listen-address=127.0.0.1:${port}`,
+  ], { ...globalThis.process.env });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      const res = await request(`${url}/-/ready`);
+      await res.body.dump();
+      if (res.statusCode === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`prometheus did not become ready:\n${process.stderr.lines.slice(-10).join('\n')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    url,
+    process,
+    query: async (promql) => {
+      const res = await request(`${url}/api/v1/query?query=${encodeURIComponent(promql)}`);
+      return (await res.body.json()) as Awaited<ReturnType<PrometheusHandle['query']>>;
+    },
+    stop: async () => {
+      await stopProcess(process, 'SIGTERM', 10_000);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
