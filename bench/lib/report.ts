@@ -18,6 +18,8 @@ export interface Row {
   middlewareNote?: number;
   /** Show the forwarded share of the scenario's requests. */
   forwarded?: boolean;
+  /** The target is on total CPU per request (server + workers): scenario at most this times the baseline. */
+  cpuTarget?: number;
 }
 
 /** Subjects measured in alternation, and the rows that pair them. */
@@ -64,6 +66,13 @@ export function verdict(row: Row, samples: Record<string, Sample[]>, pairedWith:
     result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
     if (ratio >= required && p99Ratio > 1 / required) notes.push('p99 grew more than throughput fell');
     if (errors > 0) notes.push(`${errors} errors`);
+  }
+  if (row.cpuTarget !== undefined) {
+    const cpuRatio = perRound((x) => x.cpu.serverUs + x.cpu.workerUs);
+    targetText = `CPU/req ≤ ${row.cpuTarget.toFixed(2)}×`;
+    const pass = cpuRatio <= row.cpuTarget && errors === 0;
+    result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
+    notes.push(`total CPU/req ratio ${cpuRatio.toFixed(2)}`);
   }
   if (row.forwarded === true) {
     const total = s.reduce((sum, x) => sum + x.requests, 0);

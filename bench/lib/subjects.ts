@@ -145,8 +145,13 @@ export function spawnWorker(engine: EngineHandle, spec: WorkerSpec): ManagedProc
 const childNodeArgs: { child_node_args?: string[] } =
   process.env.BENCH_CHILD_NODE_ARGS === undefined ? {} : { child_node_args: JSON.parse(process.env.BENCH_CHILD_NODE_ARGS) as string[] };
 
-export async function startSwitchyard(processes: number, workers: WorkerSpec[], onePerChild = false): Promise<Engine> {
-  const engine = await startEngine({ cluster: { processes, ...childNodeArgs }, logLevel: 'warn', env: { SWITCHYARD_SERVED_BY_HEADER: '1' } });
+export async function startSwitchyard(
+  processes: number,
+  workers: WorkerSpec[],
+  onePerChild = false,
+  modules: { name: string; config?: Record<string, unknown> }[] = [],
+): Promise<Engine> {
+  const engine = await startEngine({ cluster: { processes, ...childNodeArgs }, logLevel: 'warn', env: { SWITCHYARD_SERVED_BY_HEADER: '1' }, modules });
   const running: ManagedProcess[] = [];
   const stop = async (): Promise<void> => {
     await Promise.all(running.map((w) => stopProcess(w, 'SIGTERM', 3000)));
@@ -202,5 +207,9 @@ export function resource<T>(start: () => Promise<T>, stop: (value: T) => Promise
 
 export const baselineResource = (file: string, env: NodeJS.ProcessEnv = {}): Resource<Baseline> =>
   resource(() => startBaseline(file, env), (b) => b.stop());
-export const engineResource = (processes: number, workers: WorkerSpec[], onePerChild = false): Resource<Engine> =>
-  resource(() => startSwitchyard(processes, workers, onePerChild), (e) => e.stop());
+export const engineResource = (
+  processes: number,
+  workers: WorkerSpec[],
+  onePerChild = false,
+  modules: { name: string; config?: Record<string, unknown> }[] = [],
+): Resource<Engine> => resource(() => startSwitchyard(processes, workers, onePerChild, modules), (e) => e.stop());

@@ -5,6 +5,7 @@ import { scaleMatch } from './scale-match.js';
 import { scaleRoutes } from './scale-routes.js';
 import { scaleWorkers } from './scale-workers.js';
 import { streaming } from './streaming.js';
+import { telemetry } from './telemetry.js';
 import { twoProcesses } from './two-processes.js';
 
 /**
@@ -13,5 +14,5 @@ import { twoProcesses } from './two-processes.js';
  * subject — a peer to compare with — is one module and one line here.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), twoProcesses(), forwarded(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
+  return [oneProcess(), twoProcesses(), forwarded(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
 }
