@@ -258,7 +258,7 @@ export const observabilityModuleSchema = z
     service_version: z.string().optional().describe('`service.version` resource attribute'),
     service_namespace: z.string().optional().describe('`service.namespace` resource attribute'),
     service_instance_id: z.string().optional().describe('`service.instance.id` resource attribute'),
-    exporter: z.enum(['otlp', 'memory', 'both']).optional().describe('Where spans go: `otlp` (or `both`) exports them; `memory` (iii\'s in-engine store) means no export here'),
+    exporter: z.enum(['otlp', 'memory', 'both', 'none']).optional().describe('Where spans go: `otlp` (or `both`) exports them; `memory` (iii\'s in-engine store) and `none` mean no export here'),
     endpoint: z.string().optional().describe('OTLP/HTTP collector endpoint (default `http://localhost:4318`); `/v1/traces`, `/v1/metrics`, `/v1/logs` are appended'),
     sampling_ratio: ratio().optional().describe('Share of the traces the engine starts that are sampled, 0.0-1.0 (default 1); a client\'s `traceparent` keeps its own decision (docs/observability.md)'),
     sampling: z.record(z.string(), z.unknown()).optional().describe('Advanced sampling rules (iii\'s `sampling` block)'),

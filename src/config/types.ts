@@ -57,7 +57,7 @@ export interface WorkersConfig {
 export type ObservabilityConfig = Readonly<Record<string, unknown>> & {
   enabled?: boolean;
   service_name?: string;
-  exporter?: 'otlp' | 'memory' | 'both';
+  exporter?: 'otlp' | 'memory' | 'both' | 'none';
   endpoint?: string;
   sampling_ratio?: number;
 };

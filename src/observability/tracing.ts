@@ -1,6 +1,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace } from '@opentelemetry/api';
 import type { Context, Span } from '@opentelemetry/api';
-import { ExportResultCode } from '@opentelemetry/core';
+import { ExportResultCode, TraceState } from '@opentelemetry/core';
 import type { ExportResult } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
@@ -38,7 +38,7 @@ export interface RequestTrace {
 }
 
 export interface Tracing {
-  request(traceparent: string | undefined, baggage: string | undefined, method: string, target: string): RequestTrace;
+  request(traceparent: string | undefined, baggage: string | undefined, method: string, target: string, tracestate?: string): RequestTrace;
   /** On the peer that owns the worker: a span for a call forwarded here, child of the caller's. */
   forwarded(traceparent: string | undefined, baggage: string | undefined, functionId: string): InvocationSpan | undefined;
   shutdown(): Promise<void>;
@@ -95,8 +95,11 @@ function traceparentOf(span: Span): string {
   return `00-${context.traceId}-${context.spanId}-0${context.traceFlags & TraceFlags.SAMPLED}`;
 }
 
-/** The context to start a span under: the caller's remote span when its traceparent is valid, else none. */
-function parentContext(traceparent: string | undefined): Context {
+/**
+ * The context to start a span under: the caller's remote span when its traceparent is valid (with its
+ * tracestate, which the engine's spans carry on), else none.
+ */
+function parentContext(traceparent: string | undefined, tracestate?: string): Context {
   const parsed = parseTraceparent(traceparent);
   if (parsed === undefined) return ROOT_CONTEXT;
   return trace.setSpanContext(ROOT_CONTEXT, {
@@ -104,6 +107,7 @@ function parentContext(traceparent: string | undefined): Context {
     spanId: parsed.parentId,
     traceFlags: (Number.parseInt(parsed.flags, 16) & 1) === 1 ? TraceFlags.SAMPLED : TraceFlags.NONE,
     isRemote: true,
+    ...(tracestate === undefined || tracestate === '' || tracestate.length > 512 ? {} : { traceState: new TraceState(tracestate) }),
   });
 }
 
@@ -235,8 +239,12 @@ export class ExportingTracing implements Tracing {
     this.tracer = this.provider.getTracer('switchyard');
   }
 
-  request(traceparent: string | undefined, baggage: string | undefined, method: string, target: string): RequestTrace {
-    const span = this.tracer.startSpan(`${method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': target.split('?')[0] ?? target } }, parentContext(traceparent));
+  request(traceparent: string | undefined, baggage: string | undefined, method: string, target: string, tracestate?: string): RequestTrace {
+    const span = this.tracer.startSpan(
+      `${method}`,
+      { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': target.split('?')[0] ?? target } },
+      parentContext(traceparent, tracestate),
+    );
     const handedBaggage = baggage !== undefined && baggage.length > 0 && baggage.length <= 8192 ? baggage : undefined;
     return new ExportingRequest(this.tracer, span, handedBaggage);
   }

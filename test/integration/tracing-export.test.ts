@@ -9,6 +9,7 @@ import { http, waitForEveryProcess } from '../support/http.js';
 import { waitUntil } from '../support/logs.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
 import { startEngine, startWorker, stopAll, WORKER_READY_MS } from '../support/processes.js';
+import { freePort } from '../support/redis.js';
 
 const TRACE_ID = '5b8efff798038103d269b633813fc60c';
 const CLIENT_SPAN = 'eee19b7ec3c1b174';
@@ -19,6 +20,7 @@ interface ExportedSpan {
   spanId: string;
   parentSpanId: string;
   name: string;
+  traceState: string;
 }
 
 /** OTLP JSON ids are hex (OTLP/JSON); some encoders use base64: normalise to hex. */
@@ -44,6 +46,7 @@ function spansOf(body: string): ExportedSpan[] {
           spanId: hexId(span.spanId, 8),
           parentSpanId: hexId(span.parentSpanId, 8),
           name: String(span.name),
+          traceState: typeof span.traceState === 'string' ? span.traceState : '',
         });
       }
     }
@@ -87,7 +90,9 @@ describe('OTLP export: one trace from the client through a forward hop into an i
   it('links client span -> engine server span -> invocation span -> forwarded span -> worker span', async () => {
     // Fresh connections are dealt to both children: some requests are forwarded to the worker's child.
     for (let i = 0; i < 6; i++) {
-      const res = await http(`${engine.httpUrl}/echo/${i}`, { headers: { connection: 'close', traceparent: `00-${TRACE_ID}-${CLIENT_SPAN}-01` } });
+      const res = await http(`${engine.httpUrl}/echo/${i}`, {
+        headers: { connection: 'close', traceparent: `00-${TRACE_ID}-${CLIENT_SPAN}-01`, tracestate: 'vendor=abc' },
+      });
       expect(res.status).toBe(200);
     }
     const inTrace = () => spans.filter((s) => s.traceId === TRACE_ID);
@@ -99,6 +104,8 @@ describe('OTLP export: one trace from the client through a forward hop into an i
     const servers = inTrace().filter((s) => s.parentSpanId === CLIENT_SPAN);
     expect(servers).toHaveLength(6);
     expect(servers.every((s) => s.service === 'switchyard-test' && s.name === 'GET /echo/:id')).toBe(true);
+    // The client's tracestate rides on the engine's spans.
+    expect(servers.map((s) => s.traceState)).toEqual(servers.map(() => 'vendor=abc'));
     // Each forwarded span is the child of an invocation span, itself the child of a server span.
     for (const forwarded of forwardedSpans()) {
       const invocation = byId.get(forwarded.parentSpanId);
@@ -110,5 +117,33 @@ describe('OTLP export: one trace from the client through a forward hop into an i
     expect(workerRoots.length).toBeGreaterThanOrEqual(6);
     expect(workerRoots.some((s) => byId.get(s.parentSpanId)?.name.startsWith('forwarded '))).toBe(true);
     expect(paths).toContain('/v1/traces');
+  });
+});
+
+describe('OTLP export to a collector that is down', () => {
+  let engine: EngineHandle;
+  let worker: WorkerHandle;
+
+  beforeAll(async () => {
+    // A port nothing listens on: every export fails.
+    const endpoint = `http://127.0.0.1:${await freePort()}`;
+    engine = await startEngine({
+      logLevel: 'info',
+      modules: [{ name: 'iii-observability', config: { enabled: true, exporter: 'otlp', endpoint, sampling_ratio: 1 } }],
+    });
+    worker = startWorker('http-worker', engine.workerUrl, { OTEL_ENABLED: 'true' });
+    await waitForEveryProcess(`${engine.httpUrl}/ready`, 1, (s) => s === 200, WORKER_READY_MS);
+  });
+  afterAll(() => stopAll(worker, engine));
+
+  it('loses only telemetry, counted: every request is answered', async () => {
+    for (let i = 0; i < 20; i++) expect((await http(`${engine.httpUrl}/echo/${i}`)).status).toBe(200);
+    const lost = async (): Promise<number> => {
+      const text = (await http(`${engine.adminUrl}/metrics`)).text;
+      const spans = /switchyard_trace_spans_total\{outcome="export_failed"\} (\d+)/.exec(text);
+      return Number(spans?.[1] ?? 0);
+    };
+    await waitUntil(async () => (await lost()) > 0, 20_000, 'failed span exports to be counted');
+    expect((await http(`${engine.httpUrl}/echo/last`)).status).toBe(200);
   });
 });

@@ -540,7 +540,7 @@ describe('the iii 0.22 workers: form', () => {
         ],
       }),
     ).toEqual([
-      { path: 'workers[0](iii-observability).config.exporter', message: 'must be one of "otlp", "memory", "both"' },
+      { path: 'workers[0](iii-observability).config.exporter', message: 'must be one of "otlp", "memory", "both", "none"' },
       { path: 'workers[0](iii-observability).config.sampling_ratio', message: 'must be at most 1' },
       { path: 'workers[1](iii-http-functions).config.security.allow', message: 'unknown key; allowed keys are url_allowlist, block_private_ips, require_https' },
     ]);
