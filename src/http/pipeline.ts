@@ -433,6 +433,7 @@ export class HttpPipeline {
       closeAfterReply(req);
     }
     if (!res.headersSent && !res.destroyed) writeReply(res, reply, state.engineHeaders);
+    if (reply.errorCode !== undefined) this.deps.metrics?.errorReply(reply.errorCode);
     this.log(state, reply.status);
     try {
       this.onResponse(state, reply);

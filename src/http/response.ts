@@ -12,6 +12,8 @@ export interface HttpReply {
   /** Lower-case names; a name may repeat (Set-Cookie). */
   headers: [string, string][];
   body: string | Buffer | undefined;
+  /** The error envelope's code, when this reply is one (engine code or the worker's own): metrics. */
+  errorCode?: string;
 }
 
 export type MapResult = { ok: true; reply: HttpReply } | { ok: false; message: string };
@@ -118,7 +120,7 @@ function envelope(
 ): HttpReply {
   const payload = { error: { code, message }, ...extra, request_id: requestId };
   const headers: [string, string][] = [['content-type', 'application/json'], ...(extraHeaders ?? [])];
-  return { status, headers, body: JSON.stringify(payload) };
+  return { status, headers, body: JSON.stringify(payload), errorCode: code };
 }
 
 /** Writes a reply plus the engine's own headers (request id, CORS). */

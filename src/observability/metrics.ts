@@ -27,6 +27,8 @@ export type StreamOutcome = 'complete' | 'cut';
 /** A channel socket joined to another process (docs/streaming.md#across-the-cluster). */
 export type ChannelLinkResult = 'opened' | 'refused' | 'failed';
 
+const MAX_ERROR_CODES = 100;
+
 export class EngineMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'route' | 'method' | 'status'>;
@@ -42,12 +44,14 @@ export class EngineMetrics {
   private readonly telemetryBytes: Counter<'kind'>;
   private readonly telemetryThrottles: Counter;
   private readonly spans: Counter;
+  private readonly errorReplies: Counter;
   private readonly telemetryExports: Counter;
   private readonly channelLinks: Counter<'result'>;
   /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
   private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
   /** The table's route patterns at its last rebuild (retainRoutes); undefined until the first one. */
   private liveRoutes: ReadonlySet<string> | undefined;
+  private readonly errorCodes = new Set<string>();
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -118,6 +122,12 @@ export class EngineMetrics {
     this.telemetryThrottles = new Counter({
       name: 'switchyard_telemetry_throttled_total',
       help: 'Times a telemetry socket was paused because the process read more telemetry than its budget',
+      registers,
+    });
+    this.errorReplies = new Counter({
+      name: 'switchyard_http_errors_total',
+      help: 'Error envelopes answered, by code: the engine\'s (NOT_FOUND, TIMEOUT, FUNCTION_UNAVAILABLE, …; docs/errors.md) or a worker\'s own',
+      labelNames: ['code'],
       registers,
     });
     this.spans = new Counter({
@@ -222,6 +232,13 @@ export class EngineMetrics {
 
   telemetryThrottled(): void {
     this.telemetryThrottles.inc();
+  }
+
+  /** A worker's own codes are free text: past 100 distinct ones they count as `other` (bounded series). */
+  errorReply(code: string): void {
+    const known = this.errorCodes.has(code) || this.errorCodes.size < MAX_ERROR_CODES;
+    if (known) this.errorCodes.add(code);
+    this.errorReplies.inc({ code: known ? code : 'other' });
   }
 
   spansExported(count: number): void {

@@ -57,3 +57,16 @@ describe('EngineMetrics.retainRoutes', () => {
     expect(await linesFor(metrics, '/again')).toEqual([]);
   });
 });
+
+describe('EngineMetrics.errorReply', () => {
+  it('counts error envelopes by code, and a worker\'s free-text codes past 100 distinct ones as other', async () => {
+    const metrics = new EngineMetrics(sources);
+    metrics.errorReply('TIMEOUT');
+    metrics.errorReply('TIMEOUT');
+    for (let i = 0; i < 150; i++) metrics.errorReply(`worker_code_${i}`);
+    const lines = (await metrics.registry.metrics()).split('\n').filter((l) => l.startsWith('switchyard_http_errors_total{'));
+    expect(lines).toContain('switchyard_http_errors_total{code="TIMEOUT"} 2');
+    expect(lines).toContain('switchyard_http_errors_total{code="other"} 51');
+    expect(lines).toHaveLength(101);
+  });
+});

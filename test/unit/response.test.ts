@@ -254,6 +254,7 @@ describe('errorReply', () => {
       status: 404,
       headers: [['content-type', 'application/json']],
       body: '{"error":{"code":"NOT_FOUND","message":"No route matches this request"},"request_id":"req-1"}',
+      errorCode: 'NOT_FOUND',
     });
   });
 
@@ -283,6 +284,7 @@ describe('errorReply', () => {
       status: 500,
       headers: [['content-type', 'application/json']],
       body: '{"error":{"code":"invocation_failed","message":"boom"},"request_id":"r"}',
+      errorCode: 'invocation_failed',
     });
   });
 
@@ -300,6 +302,7 @@ describe('errorReply', () => {
         ['retry-after', '1'],
       ],
       body: '{"error":{"code":"CONDITION_NOT_MET","message":"custom"},"skipped":true,"request_id":"r"}',
+      errorCode: 'CONDITION_NOT_MET',
     });
   });
 });
