@@ -54,10 +54,11 @@ async function main(): Promise<void> {
     return;
   }
 
-  const [{ ConfigError }, { loadConfigFile }, { Primary }] = await Promise.all([
+  const [{ ConfigError }, { loadConfigFile }, { Primary }, { exposedListeners }] = await Promise.all([
     import('../config/config-error.js'),
     import('../config/load.js'),
     import('../supervisor/primary.js'),
+    import('../config/exposure.js'),
   ]);
   let loaded;
   try {
@@ -70,6 +71,9 @@ async function main(): Promise<void> {
     throw err;
   }
   const { config, source } = loaded;
+  for (const exposed of exposedListeners(config)) {
+    logger.warn({ listener: exposed.listener, host: exposed.host, port: exposed.port }, `${exposed.listener} listener reachable beyond loopback without authentication: ${exposed.risk}`);
+  }
   for (const skipped of config.skippedModules) {
     logger.warn({ skippedModule: skipped }, `module ${skipped} is not implemented by switchyard; skipped (docs/compatibility.md)`);
   }

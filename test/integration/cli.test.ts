@@ -33,6 +33,17 @@ describe('switchyard command line', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('warns at start about a worker port open beyond loopback without a token', async () => {
+    const cwd = join(dir, 'exposed');
+    await import('node:fs/promises').then((fs) => fs.mkdir(cwd, { recursive: true }));
+    await writeFile(join(cwd, 'config.yaml'), LOOPBACK_EPHEMERAL.replace('config: { host: 127.0.0.1 }', 'config: { host: 0.0.0.0 }'));
+    const p = run(['--log-level', 'info'], cwd);
+    await p.stdout.waitFor((l) => l.includes('switchyard ready'));
+    const warnings = p.stdout.json().filter((l) => l.msg?.toString().includes('reachable beyond loopback'));
+    expect(warnings.map((l) => [l.listener, l.host])).toEqual([['workers', '0.0.0.0']]);
+    expect(await stopProcess(p, 'SIGINT')).toEqual({ code: 0, signal: null });
+  });
+
   it('loads ./config.yaml from the working directory, warns about unknown module classes, exits 0 on SIGINT', async () => {
     const cwd = join(dir, 'cwd');
     await import('node:fs/promises').then((fs) => fs.mkdir(cwd, { recursive: true }));
@@ -41,6 +52,8 @@ describe('switchyard command line', () => {
     const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'))) as Record<string, unknown>;
     expect(ready.config).toMatch(/config\.yaml$/);
     expect(p.stdout.json().some((l) => l.msg?.toString().includes('skipped') && l.skippedModule === 'modules::stream::StreamModule')).toBe(true);
+    // Every listener of this config is on loopback: no exposure warning.
+    expect(p.stdout.json().filter((l) => l.msg?.toString().includes('reachable beyond loopback'))).toEqual([]);
     const health = await http(`http://127.0.0.1:${String(ready.admin)}/healthz`);
     expect(health.status).toBe(200);
     const readiness = await http(`http://127.0.0.1:${String(ready.admin)}/readyz`);
