@@ -20,15 +20,7 @@ const tokensEqual = (a: string, b: string): boolean => {
 const MAX_DEPARTED = 1024;
 
 /** What a worker tells about itself through `engine::workers::register` (shown by the admin view). */
-export interface WorkerInfo {
-  name?: string;
-  runtime?: string;
-  version?: string;
-  os?: string;
-  pid?: number;
-  description?: string;
-  ipAddress?: string;
-}
+export type WorkerInfo = Omit<WorkerSummary, 'id' | 'connectedAt'>;
 
 /**
  * What the hub reads of a connection. WorkerConnection is the one implementation; the hub is generic
