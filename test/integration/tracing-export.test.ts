@@ -98,14 +98,15 @@ describe('OTLP export: one trace from the client through a forward hop into an i
     const inTrace = () => spans.filter((s) => s.traceId === TRACE_ID);
     const forwardedSpans = () => inTrace().filter((s) => s.name.startsWith('forwarded '));
     const workerSpans = () => inTrace().filter((s) => s.service !== 'switchyard-test');
-    await waitUntil(() => forwardedSpans().length > 0 && workerSpans().length >= 6, 20_000, 'engine and worker spans of the trace');
+    const servers = () => inTrace().filter((s) => s.parentSpanId === CLIENT_SPAN);
+    // Each process and the worker export on their own schedule: wait for all of the trace.
+    await waitUntil(() => servers().length >= 6 && forwardedSpans().length > 0 && workerSpans().length >= 6, 20_000, 'engine and worker spans of the trace');
 
     const byId = new Map(inTrace().map((s) => [s.spanId, s]));
-    const servers = inTrace().filter((s) => s.parentSpanId === CLIENT_SPAN);
-    expect(servers).toHaveLength(6);
-    expect(servers.every((s) => s.service === 'switchyard-test' && s.name === 'GET /echo/:id')).toBe(true);
+    expect(servers()).toHaveLength(6);
+    expect(servers().every((s) => s.service === 'switchyard-test' && s.name === 'GET /echo/:id')).toBe(true);
     // The client's tracestate rides on the engine's spans.
-    expect(servers.map((s) => s.traceState)).toEqual(servers.map(() => 'vendor=abc'));
+    expect(servers().map((s) => s.traceState)).toEqual(servers().map(() => 'vendor=abc'));
     // Each forwarded span is the child of an invocation span, itself the child of a server span.
     for (const forwarded of forwardedSpans()) {
       const invocation = byId.get(forwarded.parentSpanId);
