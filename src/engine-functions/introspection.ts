@@ -223,9 +223,8 @@ export function introspectionFunctions(source: IntrospectionSource): [string, En
         if (single !== undefined && batch !== undefined) return fail('INVALID_ARGUMENTS', 'pass either `function_id` or `function_ids`, not both');
         const current = view();
         if (single !== undefined) {
-          return current.functionDetail(single) !== undefined
-            ? ok(current.functionDetail(single))
-            : fail('NOT_FOUND', `Function '${single}' is not registered.`);
+          const detail = current.functionDetail(single);
+          return detail !== undefined ? ok(detail) : fail('NOT_FOUND', `Function '${single}' is not registered.`);
         }
         if (batch === undefined) return fail('INVALID_ARGUMENTS', 'missing field `function_id` (or `function_ids` for a batch)');
         const ids = [...new Set(batch.filter((id): id is string => typeof id === 'string'))];
