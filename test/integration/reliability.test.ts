@@ -1,8 +1,10 @@
 import { performance } from 'node:perf_hooks';
+import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
 import type { SimpleResponse } from '../support/http.js';
+import { waitUntil } from '../support/logs.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
 import { WORKER_READY_MS, startEngine, startWorker, stopAll } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
@@ -132,8 +134,15 @@ describe('heartbeat: a frozen (SIGSTOPped) worker is dropped within the configur
   it('keeps a quiet but healthy worker: pongs count as signs of life', async () => {
     const drops = () => engine.stdout.lines.filter((l) => l.includes('dropping it as frozen')).length;
     const before = drops();
-    await sleep(2500); // several heartbeat timeouts with no traffic
+    // A second, idle worker counts the engine's pings: eight of them span more than the 1.5 s
+    // timeout, with no traffic but pongs from either worker.
+    const idle = await RawWorker.connect(engine.workerUrl);
+    let pings = 0;
+    idle.ws.on('ping', () => pings++);
+    await waitUntil(() => pings >= 8, 10_000, 'eight heartbeat pings');
     expect(drops()).toBe(before);
+    expect(idle.ws.readyState).toBe(WebSocket.OPEN);
+    await idle.close();
     expect((await http(`${engine.httpUrl}/rc/echo/2`)).status).toBe(200);
   });
 });
