@@ -19,7 +19,7 @@ import { Readable } from 'node:stream';
 import { request } from 'undici';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { http, waitForStatus } from '../support/http.js';
+import { http, waitForEveryProcess } from '../support/http.js';
 import { waitUntil } from '../support/logs.js';
 import type { PathProxy } from '../support/path-proxy.js';
 import { startPathProxy } from '../support/path-proxy.js';
@@ -36,6 +36,8 @@ interface Topology {
   /** What the worker dials (for two nodes: the proxy). */
   workerUrl: string;
   engines: EngineHandle[];
+  /** Engine processes behind each URL (routes reach the second over IPC, after the first). */
+  processes?: number;
   close(): Promise<void>;
 }
 
@@ -51,7 +53,14 @@ const TOPOLOGIES: { name: string; start(): Promise<Topology> }[] = [
     name: 'two processes',
     start: async () => {
       const engine = await startEngine({ cluster: { processes: 2 } });
-      return { name: 'two processes', httpUrls: [engine.httpUrl], workerUrl: engine.workerUrl, engines: [engine], close: async () => void (await engine.stop()) };
+      return {
+        name: 'two processes',
+        httpUrls: [engine.httpUrl],
+        workerUrl: engine.workerUrl,
+        engines: [engine],
+        processes: 2,
+        close: async () => void (await engine.stop()),
+      };
     },
   },
   {
@@ -108,7 +117,8 @@ describe.each(TOPOLOGIES)('streaming over iii channels: $name', (topologyCase) =
 
   const startStreamWorker = async (): Promise<void> => {
     worker = startWorker('stream-worker', topology.workerUrl, { STREAM_FILE: file });
-    for (const url of topology.httpUrls) await waitForStatus(`${url}/test/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    // Every process must hold the routes, not only the one that answered first.
+    for (const url of topology.httpUrls) await waitForEveryProcess(`${url}/test/ready`, topology.processes ?? 1, (s) => s === 200, WORKER_READY_MS);
   };
 
   beforeAll(async () => {
