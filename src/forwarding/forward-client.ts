@@ -79,7 +79,7 @@ export class ForwardClient {
   private readonly logger: Logger;
   private readonly address: string;
   private readonly maxFrameBytes: number;
-  private readonly hello: Buffer;
+  private readonly hello: () => Buffer;
   private readonly onDeadline = (id: number): void => {
     const call = this.pending.get(id);
     if (call === undefined) return;
@@ -106,8 +106,10 @@ export class ForwardClient {
     this.address = target.socketPath ?? `${target.host}:${target.port}`;
     this.logger = options.logger.child({ peer: this.address });
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
-    // Encoded once, and here: a hello that cannot be encoded (a huge secret) fails the constructor.
-    this.hello = encodeHello({ version: FORWARD_PROTOCOL_VERSION, cluster: options.cluster, secret: options.secret, peerId: options.selfPeerId });
+    // One hello per connection (its nonce must be new); encoded once here too, so that a hello that
+    // cannot be encoded (a huge peer id) fails the constructor.
+    this.hello = () => encodeHello({ version: FORWARD_PROTOCOL_VERSION, cluster: options.cluster, secret: options.secret, peerId: options.selfPeerId });
+    this.hello();
   }
 
   /** Calls in flight or waiting for the connection (for metrics and tests). */

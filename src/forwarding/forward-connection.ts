@@ -13,8 +13,8 @@ export interface ForwardTarget {
 }
 
 export interface ConnectionSettings {
-  /** The encoded hello frame, sent first on every connection. */
-  hello: Buffer;
+  /** Encodes the hello frame sent first on a connection (a fresh nonce for each). */
+  hello: () => Buffer;
   /** Bound on connect plus handshake. */
   connectTimeoutMs: number;
   maxFrameBytes: number;
@@ -65,7 +65,7 @@ export class ForwardConnection {
     this.writer = new FrameWriter(this.socket);
     this.connectTimer = setTimeout(() => this.fail(`no handshake within ${settings.connectTimeoutMs} ms`), settings.connectTimeoutMs);
     this.socket.once('connect', () => {
-      if (this.state === 'connecting') this.socket.write(settings.hello);
+      if (this.state === 'connecting') this.socket.write(settings.hello());
     });
     this.socket.on('error', (err) => {
       this.error = err;

@@ -1,3 +1,4 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ENGINE_FAILURE_CODES } from '../errors.js';
 import type { EngineFailureCode, InvocationOutcome } from '../invocation/invoker.js';
 import { RawJson, toJson } from '../invocation/raw-json.js';
@@ -8,7 +9,7 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  * (Unix socket on one host, TCP across hosts) carries any number of calls at once; results come
  * back in whatever order they finish, matched by call id. Frames: see forward-frames.ts.
  *
- *   client → server  [0 hello, version, cluster, secret, peerId]        first frame, always
+ *   client → server  [0 hello, version, cluster, proof, peerId, nonce, timestampMs]   first frame, always
  *   server → client  [1 helloOk, version]                               or
  *   server → client  [2 reject, reason]                                 then the server closes
  *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid,
@@ -17,7 +18,8 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   server → client  [4 resultOk, id, valueJson|null]
  *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
  *   server → client  [6 resultEngineError, id, code, message]
- *   client → server  [7 channelAttach, version, cluster, secret, peerId, channelId, key, direction]
+ *   client → server  [7 channelAttach, version, cluster, proof, peerId, channelId, key, direction,
+ *                     nonce, timestampMs]
  *                    instead of hello, on a connection of its own: joins a streaming channel held by
  *                    the server (docs/streaming.md#across-the-cluster); answered with helloOk, after
  *                    which the connection carries that channel's items (src/channels/tunnel-link.ts),
@@ -40,7 +42,43 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   The owner splices the data text into the worker's frame as is (RawJson), saving a parse and a
  *   serialisation per forwarded call.
  */
-export const FORWARD_PROTOCOL_VERSION = 1;
+export const FORWARD_PROTOCOL_VERSION = 2;
+
+/**
+ * Version 2 authenticates without sending the cluster secret (version 1 sent it in clear): a hello
+ * carries `proof` = hex HMAC-SHA256(secret, what it says: kind, cluster, peer, channel for an attach,
+ * a random nonce and the sender's clock). The server recomputes it, refuses a clock more than
+ * PROOF_WINDOW_MS away and a nonce it has seen (a recorded hello cannot be replayed).
+ */
+export const PROOF_WINDOW_MS = 5 * 60_000;
+
+function proofText(kind: 'hello' | 'attach', cluster: string, peerId: string, nonce: string, timestampMs: number, channelId = ''): string {
+  return `switchyard-forward-${kind}\n${cluster}\n${peerId}\n${channelId}\n${nonce}\n${timestampMs}`;
+}
+
+function proofOf(secret: string, text: string): string {
+  return createHmac('sha256', secret).update(text).digest('hex');
+}
+
+/** Whether `message`'s proof was made with `secret` (constant time). */
+export function proofHolds(secret: string, message: HelloMessage | ChannelAttachMessage): boolean {
+  const kind = message.kind === 'hello' ? 'hello' : 'attach';
+  const channelId = message.kind === 'channelAttach' ? message.channelId : '';
+  const expected = Buffer.from(proofOf(secret, proofText(kind, message.cluster, message.peerId, message.nonce, message.timestampMs, channelId)), 'hex');
+  const given = /^[0-9a-f]{64}$/.test(message.proof) ? Buffer.from(message.proof, 'hex') : Buffer.alloc(expected.length);
+  return timingSafeEqual(given, expected) && message.proof.length === 64;
+}
+
+/** What a client needs to prove itself: the secret stays with it, a fresh nonce per connection. */
+export interface HelloInput {
+  version: number;
+  cluster: string;
+  secret: string;
+  peerId: string;
+  /** Fixed only by tests (frozen samples); random and now otherwise. */
+  nonce?: string;
+  timestampMs?: number;
+}
 
 /** The reserved void call that retires a reattached worker's previous connection on its peer. */
 export const RETIRE_WORKER_FUNCTION = 'engine::cluster::retire-worker';
@@ -63,8 +101,10 @@ export interface HelloMessage {
   kind: 'hello';
   version: number;
   cluster: string;
-  secret: string;
+  proof: string;
   peerId: string;
+  nonce: string;
+  timestampMs: number;
 }
 
 export interface CallMessage {
@@ -87,11 +127,13 @@ export interface ChannelAttachMessage {
   kind: 'channelAttach';
   version: number;
   cluster: string;
-  secret: string;
+  proof: string;
   peerId: string;
   channelId: string;
   key: string;
   direction: 'read' | 'write';
+  nonce: string;
+  timestampMs: number;
 }
 
 export type ClientMessage = HelloMessage | CallMessage | ChannelAttachMessage;
@@ -102,13 +144,19 @@ export type ServerMessage =
   | { kind: 'reject'; reason: string }
   | { kind: 'result'; id: number; outcome: InvocationOutcome };
 
-export function encodeHello(hello: Omit<HelloMessage, 'kind'>): Buffer {
-  return encodeFrame([KIND.hello, hello.version, hello.cluster, hello.secret, hello.peerId], HELLO_MAX_FRAME_BYTES);
+export function encodeHello(hello: HelloInput): Buffer {
+  const nonce = hello.nonce ?? randomBytes(16).toString('hex');
+  const timestampMs = hello.timestampMs ?? Date.now();
+  const proof = proofOf(hello.secret, proofText('hello', hello.cluster, hello.peerId, nonce, timestampMs));
+  return encodeFrame([KIND.hello, hello.version, hello.cluster, proof, hello.peerId, nonce, timestampMs], HELLO_MAX_FRAME_BYTES);
 }
 
-export function encodeChannelAttach(attach: Omit<ChannelAttachMessage, 'kind'>): Buffer {
+export function encodeChannelAttach(attach: HelloInput & { channelId: string; key: string; direction: 'read' | 'write' }): Buffer {
+  const nonce = attach.nonce ?? randomBytes(16).toString('hex');
+  const timestampMs = attach.timestampMs ?? Date.now();
+  const proof = proofOf(attach.secret, proofText('attach', attach.cluster, attach.peerId, nonce, timestampMs, attach.channelId));
   return encodeFrame(
-    [KIND.channelAttach, attach.version, attach.cluster, attach.secret, attach.peerId, attach.channelId, attach.key, attach.direction],
+    [KIND.channelAttach, attach.version, attach.cluster, proof, attach.peerId, attach.channelId, attach.key, attach.direction, nonce, timestampMs],
     HELLO_MAX_FRAME_BYTES,
   );
 }
@@ -160,9 +208,10 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
   const m = decodeArray(body);
   switch (m[0]) {
     case KIND.hello: {
-      const [, version, cluster, secret, peerId] = m;
-      if (!isId(version) || !isString(cluster) || !isString(secret) || !isString(peerId)) throw malformed('hello');
-      return { kind: 'hello', version, cluster, secret, peerId };
+      // A version-1 hello (secret in field 3, no nonce) decodes too, so it is refused by name.
+      const [, version, cluster, proof, peerId, nonce, timestampMs] = m;
+      if (!isId(version) || !isString(cluster) || !isString(proof) || !isString(peerId)) throw malformed('hello');
+      return { kind: 'hello', version, cluster, proof, peerId, nonce: isString(nonce) ? nonce : '', timestampMs: isId(timestampMs) ? timestampMs : 0 };
     }
     case KIND.call: {
       const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage] = m;
@@ -186,11 +235,11 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       return call;
     }
     case KIND.channelAttach: {
-      const [, version, cluster, secret, peerId, channelId, key, direction] = m;
+      const [, version, cluster, proof, peerId, channelId, key, direction, nonce, timestampMs] = m;
       if (
         !isId(version) ||
         !isString(cluster) ||
-        !isString(secret) ||
+        !isString(proof) ||
         !isString(peerId) ||
         !isString(channelId) ||
         !isString(key) ||
@@ -198,7 +247,18 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       ) {
         throw malformed('channel attach');
       }
-      return { kind: 'channelAttach', version, cluster, secret, peerId, channelId, key, direction };
+      return {
+        kind: 'channelAttach',
+        version,
+        cluster,
+        proof,
+        peerId,
+        channelId,
+        key,
+        direction,
+        nonce: isString(nonce) ? nonce : '',
+        timestampMs: isId(timestampMs) ? timestampMs : 0,
+      };
     }
     default:
       throw malformed(`frame: unknown client message kind ${String(m[0])}`);

@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -10,15 +9,17 @@ import { toJson } from '../invocation/raw-json.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameWriter } from './forward-frames.js';
 import { listen } from '../net/listen.js';
 import { listenUnix } from './forward-listen.js';
-import type { CallMessage, ChannelAttachMessage, ClientMessage } from './forward-messages.js';
+import type { CallMessage, ChannelAttachMessage, ClientMessage, HelloMessage } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,
   HELLO_MAX_FRAME_BYTES,
+  PROOF_WINDOW_MS,
   RETIRE_WORKER_FUNCTION,
   decodeClientMessage,
   encodeHelloOk,
   encodeReject,
   encodeResult,
+  proofHolds,
 } from './forward-messages.js';
 
 export interface ForwardServerOptions {
@@ -73,7 +74,28 @@ const DEFAULT_DRAIN_TIMEOUT_MS = 2000;
 const REJECT_GRACE_MS = 1000;
 const KEEPALIVE_DELAY_MS = 10_000;
 
-const digest = (secret: string): Buffer => createHash('sha256').update(secret).digest();
+/**
+ * Nonces of the hellos accepted within the proof window: a recorded hello cannot open a second
+ * connection. Bounded: past MAX_NONCES the oldest are forgotten (a replay then still needs a hello
+ * younger than the window that this server has already forgotten, i.e. over 100,000 hellos ago).
+ */
+class NonceMemory {
+  private readonly seen = new Map<string, number>();
+
+  remember(nonce: string, now = Date.now()): boolean {
+    if (nonce.length < 16 || this.seen.has(nonce)) return false;
+    this.seen.set(nonce, now);
+    if (this.seen.size > MAX_NONCES) {
+      for (const [held, at] of this.seen) {
+        if (this.seen.size <= MAX_NONCES && now - at < PROOF_WINDOW_MS * 2) break;
+        this.seen.delete(held);
+      }
+    }
+    return true;
+  }
+}
+
+const MAX_NONCES = 100_000;
 
 /**
  * The forward listener: peers' calls come in over a Unix socket and/or TCP, run through the local
@@ -84,7 +106,7 @@ export class ForwardServer {
   private readonly servers: Server[] = [];
   private readonly connections = new Set<PeerConnection>();
   private readonly logger: Logger;
-  private readonly secretDigest: Buffer;
+  private readonly nonces = new NonceMemory();
   private readonly maxFrameBytes: number;
   private draining = false;
   private closing: Promise<void> | undefined;
@@ -96,8 +118,6 @@ export class ForwardServer {
     }
     if (options.secret.length === 0) throw new TypeError('the forward server needs a non-empty cluster secret');
     this.logger = options.logger;
-    // Digests have one length, so timingSafeEqual can compare them without leaking the secret's.
-    this.secretDigest = digest(options.secret);
     this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   }
 
@@ -229,7 +249,7 @@ export class ForwardServer {
       this.reject(connection, 'call before the handshake');
       return;
     }
-    const reason = this.checkHello(message.version, message.cluster, message.secret);
+    const reason = this.checkHello(message);
     if (reason !== undefined) {
       this.reject(connection, reason, message.peerId);
       return;
@@ -247,7 +267,7 @@ export class ForwardServer {
    * longer this server's (no calls, not drained): the channel owns the socket until either side ends.
    */
   private onChannelAttach(connection: PeerConnection, message: ChannelAttachMessage): void {
-    const reason = this.checkHello(message.version, message.cluster, message.secret);
+    const reason = this.checkHello(message);
     if (reason !== undefined) {
       this.reject(connection, reason, message.peerId);
       return;
@@ -274,12 +294,20 @@ export class ForwardServer {
     decision.attach(socket);
   }
 
-  private checkHello(version: number, cluster: string, secret: string): string | undefined {
-    if (version !== FORWARD_PROTOCOL_VERSION) return `unsupported protocol version ${version} (this peer speaks ${FORWARD_PROTOCOL_VERSION})`;
-    // The secret is checked even when the cluster is wrong, so timing tells nothing about which failed.
-    const secretOk = timingSafeEqual(digest(secret), this.secretDigest);
-    if (cluster !== this.options.cluster) return `wrong cluster name "${cluster}"`;
-    if (!secretOk) return 'wrong cluster secret';
+  /**
+   * The hello's proof, made with the cluster secret (which never crosses the wire), fresh and not
+   * seen before. The proof is checked even when the cluster is wrong, so timing tells nothing about
+   * which failed.
+   */
+  private checkHello(message: HelloMessage | ChannelAttachMessage): string | undefined {
+    if (message.version !== FORWARD_PROTOCOL_VERSION) {
+      return `unsupported protocol version ${message.version} (this peer speaks ${FORWARD_PROTOCOL_VERSION})`;
+    }
+    const proofOk = proofHolds(this.options.secret, message);
+    if (message.cluster !== this.options.cluster) return `wrong cluster name "${message.cluster}"`;
+    if (!proofOk) return 'wrong cluster secret';
+    if (Math.abs(Date.now() - message.timestampMs) > PROOF_WINDOW_MS) return 'hello too old or from the future (check the clocks)';
+    if (!this.nonces.remember(message.nonce)) return 'hello replayed';
     return undefined;
   }
 

@@ -165,7 +165,7 @@ describe('bad input on the cluster side', () => {
   });
 
   describe('forward listener', () => {
-    const hello = (overrides: { secret?: string; cluster?: string; version?: number } = {}): Buffer =>
+    const hello = (overrides: { secret?: string; cluster?: string; version?: number; timestampMs?: number } = {}): Buffer =>
       encodeHello({ version: FORWARD_PROTOCOL_VERSION, cluster: nameX, secret: SECRET, peerId: 'raw-peer', ...overrides });
     const call = (): Buffer => encodeCall({ id: 1, functionId: 'fx::hello', data: {}, remainingMs: 1000, requestId: undefined, isVoid: false }, 1 << 20);
     const helloOk: ServerMessage = { kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION };
@@ -176,7 +176,10 @@ describe('bad input on the cluster side', () => {
       ['a hello with a wrong secret', () => [hello({ secret: 'guess' })], () => [reject('wrong cluster secret')]],
       ['a hello with no secret field', () => [encodeFrame([0, FORWARD_PROTOCOL_VERSION, nameX])], () => [reject('malformed hello')]],
       ['the secret with another cluster name', () => [hello({ cluster: nameY })], () => [reject(`wrong cluster name "${nameY}"`)]],
-      ['another protocol version', () => [hello({ version: 2 })], () => [reject('unsupported protocol version 2 (this peer speaks 1)')]],
+      // Version 1 sent the secret in clear; this build refuses it by name.
+      ['a version-1 hello (the secret in clear)', () => [encodeFrame([0, 1, nameX, SECRET, 'raw-peer'])], () => [reject('unsupported protocol version 1 (this peer speaks 2)')]],
+      ['another protocol version', () => [hello({ version: 3 })], () => [reject('unsupported protocol version 3 (this peer speaks 2)')]],
+      ['a hello from a clock 10 minutes off', () => [hello({ timestampMs: Date.now() - 600_000 })], () => [reject('hello too old or from the future (check the clocks)')]],
       ['a call before the handshake', () => [call()], () => [reject('call before the handshake')]],
       ['malformed msgpack', () => [lengthHeader(3), Buffer.from([0xc1, 0xc1, 0xc1])], () => [reject('frame body is not valid msgpack')]],
       ['an HTTP request', () => [Buffer.from('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')], () => [reject('frame of 1195725856 bytes exceeds the limit of 4096')]],

@@ -17,6 +17,7 @@ import { ForwardClient } from '../../src/forwarding/forward-client.js';
 import { FrameDecoder, encodeFrame } from '../../src/forwarding/forward-frames.js';
 import type { ServerMessage } from '../../src/forwarding/forward-messages.js';
 import { FORWARD_PROTOCOL_VERSION, decodeServerMessage, encodeCall, encodeHello } from '../../src/forwarding/forward-messages.js';
+import { waitUntil } from '../support/logs.js';
 import type { ForwardServerOptions } from '../../src/forwarding/forward-server.js';
 import { ForwardServer } from '../../src/forwarding/forward-server.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../../src/invocation/invoker.js';
@@ -485,6 +486,20 @@ describe('forward server', () => {
     expect(logs.entries.find((e) => e.msg === 'forward connection refused')).toMatchObject({ level: 40, remote: target.socketPath, reason: expect.stringContaining(reason) });
     expect(invoker.calls).toHaveLength(0);
     expect(await newClient(target).invoke('f', 'still here', soon())).toEqual({ dispatched: true, outcome: { ok: true, value: 'still here' } });
+  });
+
+  it('refuses a recorded hello played again on a new connection (the nonce was seen)', async () => {
+    const { target } = await startServer(new FakeInvoker(), 'unix');
+    const recorded = hello();
+    const first = await rawConnection(target);
+    first.socket.write(recorded);
+    await waitUntil(() => first.messages.length > 0, 5000, 'the first hello answered');
+    expect(first.messages[0]).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION });
+    const replay = await rawConnection(target);
+    replay.socket.write(recorded);
+    await within(replay.closed, 'server closing the replayed connection');
+    expect(replay.messages.at(-1)).toEqual({ kind: 'reject', reason: 'hello replayed' });
+    first.socket.destroy();
   });
 
   it('logs the remote TCP address of a refused connection', async () => {

@@ -10,8 +10,8 @@ import {
   encodeHello,
   encodeHelloOk,
   encodeReject,
-  encodeResult,
-} from '../../src/forwarding/forward-messages.js';
+  encodeResult, proofHolds } from '../../src/forwarding/forward-messages.js';
+import type { HelloMessage } from '../../src/forwarding/forward-messages.js';
 import type { InvocationOutcome } from '../../src/invocation/invoker.js';
 
 const MAX = 1024 * 1024;
@@ -31,7 +31,14 @@ function malformed(fn: () => unknown): void {
 describe('forward messages', () => {
   it('round-trips the handshake', () => {
     const hello = { version: FORWARD_PROTOCOL_VERSION, cluster: 'prod', secret: 's3cret', peerId: 'node-a/1/123' };
-    expect(decodeClientMessage(body(encodeHello(hello)))).toEqual({ kind: 'hello', ...hello });
+    const decoded = decodeClientMessage(body(encodeHello(hello)));
+    expect(decoded).toMatchObject({ kind: 'hello', version: FORWARD_PROTOCOL_VERSION, cluster: 'prod', peerId: 'node-a/1/123' });
+    // The secret stays home: the hello carries a proof of it, over a fresh nonce and the clock.
+    expect(decoded).not.toHaveProperty('secret');
+    expect(proofHolds('s3cret', decoded as HelloMessage)).toBe(true);
+    expect(proofHolds('guess', decoded as HelloMessage)).toBe(false);
+    const again = decodeClientMessage(body(encodeHello(hello))) as HelloMessage;
+    expect(again.nonce).not.toBe((decoded as HelloMessage).nonce);
     expect(decodeServerMessage(body(encodeHelloOk()))).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION });
     expect(decodeServerMessage(body(encodeReject('wrong cluster secret')))).toEqual({ kind: 'reject', reason: 'wrong cluster secret' });
   });

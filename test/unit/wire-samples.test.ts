@@ -1,5 +1,5 @@
 // Frozen samples of every message peers exchange: the bus (protocol version 1) and the forward
-// protocol (version 1). A sample is what a peer of this version sends; each must still decode to the
+// protocol (version 2). A sample is what a peer of this version sends; each must still decode to the
 // same message, and encoding that message must still produce the sample. A failure here means the
 // wire changed: bump the protocol version and say so in docs/cluster.md, or undo the change.
 import { describe, expect, it } from 'vitest';
@@ -15,7 +15,9 @@ import {
   encodeHelloOk,
   encodeReject,
   encodeResult,
+  proofHolds,
 } from '../../src/forwarding/forward-messages.js';
+import type { ChannelAttachMessage, HelloMessage } from '../../src/forwarding/forward-messages.js';
 import { RawJson } from '../../src/invocation/raw-json.js';
 
 const SNAPSHOT_SAMPLE = {
@@ -103,10 +105,15 @@ describe('bus protocol 1: frozen samples', () => {
   });
 });
 
-/** Frames as a version-1 peer writes them (4-byte length, msgpack array), hex. */
+/** Frames as a version-2 peer writes them (4-byte length, msgpack array), hex. */
+const NONCE = '00112233445566778899aabbccddeeff';
+const AT = 1700000000000;
 const FORWARD_SAMPLES = {
-  hello: '00000017950001a4626c7565a27333ab6e6f64652d612f302f7831',
-  helloOk: '00000003920101',
+  hello:
+    '00000081970002a4626c7565d94037303366613435363933616662613335376264646430656631396163396138633432636665633161353962356430323334373861323637646339303538316334ab6e6f64652d612f302f7831d9203030313132323333343435353636373738383939616162626363646465656666cb4278bcfe56800000',
+  /** A version-1 hello (the secret in clear): still decodes, so the server can refuse it by name. */
+  helloV1: '00000017950001a4626c7565a27333ab6e6f64652d612f302f7831',
+  helloOk: '00000003920102',
   reject: '0000000d9202aa62616420736563726574',
   call: '0000001d970307a76170703a3a666ea77b2261223a317dcd09c4a57265712d31c2',
   voidCall: '00000013970300a76170703a3a666ea46e756c6c64c0c3',
@@ -115,15 +122,16 @@ const FORWARD_SAMPLES = {
   resultOk: '0000000b930407a77b2262223a327d',
   resultWorker: '00000016950507a4626f6f6da869742062726f6b65a461742078',
   resultEngine: '00000010940607a754494d454f5554a46c617465',
-  channelAttach: '00000024980701a4626c7565a27333ab6e6f64652d612f302f7831a56162632d31a16ba472656164',
+  channelAttach:
+    '0000008e9a0702a4626c7565d94063336138316337643263393030343937386434383432363838366130653934346537666237376431646333663137663561613864383336376133643461313037ab6e6f64652d612f302f7831a56162632d31a16ba472656164d9203030313132323333343435353636373738383939616162626363646465656666cb4278bcfe56800000',
 };
 const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 const body = (hex: string): Buffer => Buffer.from(hex, 'hex').subarray(4);
 const MAX = 1 << 20;
 
-describe('forward protocol 1: frozen samples', () => {
+describe('forward protocol 2: frozen samples', () => {
   it('encodes every message kind to its sample', () => {
-    expect(encodeHello({ version: 1, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1' }).toString('hex')).toBe(FORWARD_SAMPLES.hello);
+    expect(encodeHello({ version: 2, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1', nonce: NONCE, timestampMs: AT }).toString('hex')).toBe(FORWARD_SAMPLES.hello);
     expect(encodeHelloOk().toString('hex')).toBe(FORWARD_SAMPLES.helloOk);
     expect(encodeReject('bad secret').toString('hex')).toBe(FORWARD_SAMPLES.reject);
     expect(encodeCall({ id: 7, functionId: 'app::fn', data: { a: 1 }, remainingMs: 2500, requestId: 'req-1', isVoid: false }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.call);
@@ -135,12 +143,17 @@ describe('forward protocol 1: frozen samples', () => {
     expect(encodeResult(7, { ok: false, failure: { source: 'worker', code: 'boom', message: 'it broke', stacktrace: 'at x' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultWorker);
     expect(encodeResult(7, { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultEngine);
     expect(
-      encodeChannelAttach({ version: 1, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1', channelId: 'abc-1', key: 'k', direction: 'read' }).toString('hex'),
+      encodeChannelAttach({ version: 2, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1', channelId: 'abc-1', key: 'k', direction: 'read', nonce: NONCE, timestampMs: AT }).toString('hex'),
     ).toBe(FORWARD_SAMPLES.channelAttach);
   });
 
   it('decodes every client message sample', () => {
-    expect(decodeClientMessage(body(FORWARD_SAMPLES.hello))).toEqual({ kind: 'hello', version: 1, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1' });
+    const hello = decodeClientMessage(body(FORWARD_SAMPLES.hello));
+    expect(hello).toMatchObject({ kind: 'hello', version: 2, cluster: 'blue', peerId: 'node-a/0/x1', nonce: NONCE, timestampMs: AT });
+    // The secret is not in the frame; the proof holds only for it.
+    expect(Buffer.from(FORWARD_SAMPLES.hello, 'hex').includes(Buffer.from('s3'))).toBe(false);
+    expect([proofHolds('s3', hello as HelloMessage), proofHolds('s4', hello as HelloMessage)]).toEqual([true, false]);
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.helloV1))).toMatchObject({ kind: 'hello', version: 1, cluster: 'blue', peerId: 'node-a/0/x1' });
     expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).toEqual({
       kind: 'call',
       id: 7,
@@ -154,20 +167,13 @@ describe('forward protocol 1: frozen samples', () => {
     // A call from a peer of the previous build (six fields) carries no trace context; one with it, both.
     expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).not.toHaveProperty('traceparent');
     expect(decodeClientMessage(body(FORWARD_SAMPLES.tracedCall))).toMatchObject({ kind: 'call', id: 7, traceparent: TRACEPARENT, baggage: 'k=v' });
-    expect(decodeClientMessage(body(FORWARD_SAMPLES.channelAttach))).toEqual({
-      kind: 'channelAttach',
-      version: 1,
-      cluster: 'blue',
-      secret: 's3',
-      peerId: 'node-a/0/x1',
-      channelId: 'abc-1',
-      key: 'k',
-      direction: 'read',
-    });
+    const attach = decodeClientMessage(body(FORWARD_SAMPLES.channelAttach));
+    expect(attach).toMatchObject({ kind: 'channelAttach', version: 2, cluster: 'blue', peerId: 'node-a/0/x1', channelId: 'abc-1', key: 'k', direction: 'read', nonce: NONCE, timestampMs: AT });
+    expect(proofHolds('s3', attach as ChannelAttachMessage)).toBe(true);
   });
 
   it('decodes every server message sample', () => {
-    expect(decodeServerMessage(body(FORWARD_SAMPLES.helloOk))).toEqual({ kind: 'helloOk', version: 1 });
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.helloOk))).toEqual({ kind: 'helloOk', version: 2 });
     expect(decodeServerMessage(body(FORWARD_SAMPLES.reject))).toEqual({ kind: 'reject', reason: 'bad secret' });
     expect(decodeServerMessage(body(FORWARD_SAMPLES.resultOk))).toEqual({ kind: 'result', id: 7, outcome: { ok: true, value: { b: 2 } } });
     expect(decodeServerMessage(body(FORWARD_SAMPLES.resultWorker))).toEqual({
