@@ -29,8 +29,9 @@ import { TriggerDelivery } from './workers/trigger-delivery.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
 import { OtlpRelay } from './observability/otlp-relay.js';
+import type { TelemetryKind } from './observability/otlp-relay.js';
 import type { Tracing } from './observability/tracing.js';
-import { createTracing } from './observability/tracing.js';
+import { createTracing, otlpEndpoint } from './observability/tracing.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
 export interface EngineClusterOptions {
@@ -351,10 +352,10 @@ export class Engine {
 
 /** Workers' /otel telemetry goes to the collector when iii-observability exports over OTLP, by signal switch. */
 function workerTelemetryRelay(config: EngineConfig['observability'], logger: Logger, metrics: EngineMetrics): OtlpRelay | undefined {
-  if (config.enabled === false || (config.exporter !== 'otlp' && config.exporter !== 'both')) return undefined;
-  const endpoint = typeof config.endpoint === 'string' && config.endpoint !== '' ? config.endpoint : 'http://localhost:4318';
+  const endpoint = otlpEndpoint(config);
+  if (endpoint === undefined) return undefined;
   // As iii's switches: traces follow `exporter`, metrics `metrics_exporter`, logs `logs_exporter`.
-  const kinds = new Set<'traces' | 'metrics' | 'logs'>(['traces']);
+  const kinds = new Set<TelemetryKind>(['traces']);
   const exported = (value: unknown): boolean => value === 'otlp' || value === 'both';
   if (config.metrics_enabled !== false && exported(config.metrics_exporter)) kinds.add('metrics');
   if (config.logs_enabled !== false && exported(config.logs_exporter)) kinds.add('logs');

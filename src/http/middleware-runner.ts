@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { deepMerge, MergeDepthError } from '../middleware/merge.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
 import type { InvocationSpan } from '../observability/tracing.js';
+import { spanFields } from '../observability/tracing.js';
 import { decodeMiddlewareResult } from '../middleware/middleware-result.js';
 
 /** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
@@ -81,9 +82,8 @@ export class MiddlewareRunner {
   ): Promise<PhaseOutcome | undefined> {
     // No `has()` shortcut: the invoker answers FUNCTION_UNAVAILABLE at once for a function nobody
     // serves, and waits out the reconnect grace for one whose worker just left (docs/reliability.md).
-    const traceFields = span === undefined ? {} : span.baggage === undefined ? { traceparent: span.traceparent } : { traceparent: span.traceparent, baggage: span.baggage };
-    const outcome = await this.invoker.invoke(functionId, this.payload(call), { ...traceFields, deadline, requestId });
-    span?.end(outcome.ok ? undefined : outcome.failure);
+    const outcome = await this.invoker.invoke(functionId, this.payload(call), { ...(span === undefined ? {} : spanFields(span)), deadline, requestId });
+    if (span?.recording === true) span.end(outcome.ok ? undefined : outcome.failure);
     if (!outcome.ok) {
       const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
       return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { InvocationSpan, RequestTrace, Tracing } from '../observability/tracing.js';
-import { PassThroughTracing } from '../observability/tracing.js';
+import { PassThroughTracing, endedWith, spanFields } from '../observability/tracing.js';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
 import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
@@ -288,11 +288,11 @@ export class HttpPipeline {
     const span = state.requestTrace.invocation(functionId, 'handler');
     const options = { ...spanFields(span), deadline: state.deadline, requestId: state.requestId, trace: state.trace };
     if (registry === undefined) {
-      return { kind: 'outcome', outcome: await ended(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
+      return { kind: 'outcome', outcome: await endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
     }
     const headOnly = state.req.method === 'HEAD';
     const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes);
-    return channels.answer(ended(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options)), state.deadline);
+    return channels.answer(endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options)), state.deadline);
   }
 
   /**
@@ -399,7 +399,7 @@ export class HttpPipeline {
 
   private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState, role: 'condition' | 'not_found'): Promise<InvocationOutcome> {
     const span = state.requestTrace.invocation(functionId, role);
-    return ended(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { ...spanFields(span), deadline: state.deadline, requestId: state.requestId }));
+    return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { ...spanFields(span), deadline: state.deadline, requestId: state.requestId }));
   }
 
   /** Middleware calls' spans: one child of the request's span per call. */
@@ -509,15 +509,3 @@ function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** The trace fields of an invocation's options. */
-function spanFields(span: InvocationSpan): { traceparent: string; baggage?: string } {
-  return span.baggage === undefined ? { traceparent: span.traceparent } : { traceparent: span.traceparent, baggage: span.baggage };
-}
-
-/** Ends the invocation's span with its outcome. */
-function ended(span: InvocationSpan, outcome: Promise<InvocationOutcome>): Promise<InvocationOutcome> {
-  return outcome.then((result) => {
-    span.end(result.ok ? undefined : result.failure);
-    return result;
-  });
-}

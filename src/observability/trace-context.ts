@@ -23,6 +23,11 @@ const ZERO_SPAN = '0'.repeat(16);
 /** Longest baggage handed on (W3C Baggage limits a header to 8,192 bytes). */
 const MAX_BAGGAGE_CHARS = 8192;
 
+/** The `baggage` a request hands on: non-empty and within the W3C size limit, else none. */
+export function baggageToHand(baggage: string | undefined): string | undefined {
+  return baggage !== undefined && baggage.length > 0 && baggage.length <= MAX_BAGGAGE_CHARS ? baggage : undefined;
+}
+
 /** The header's trace context when it is valid W3C (version 00, or a later one read as 00). */
 export function parseTraceparent(header: string | undefined): { traceId: string; parentId: string; flags: string } | undefined {
   if (header === undefined || header.length < 55 || header.length > 512) return undefined;
@@ -56,7 +61,7 @@ function randomHex(bytes: number): string {
  */
 export function requestTraceContext(traceparent: string | undefined, baggage: string | undefined, sampleRatio: number): TraceContext {
   const incoming = parseTraceparent(traceparent);
-  const handedBaggage = baggage !== undefined && baggage.length > 0 && baggage.length <= MAX_BAGGAGE_CHARS ? baggage : undefined;
+  const handedBaggage = baggageToHand(baggage);
   if (incoming !== undefined) {
     return {
       traceId: incoming.traceId,

@@ -9,7 +9,7 @@ import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/s
 import type { Logger } from 'pino';
 import type { ObservabilityConfig } from '../config/types.js';
 import type { TraceContext } from './trace-context.js';
-import { parseTraceparent, requestTraceContext } from './trace-context.js';
+import { baggageToHand, parseTraceparent, requestTraceContext } from './trace-context.js';
 
 /**
  * The engine's tracing (docs/observability.md). Two implementations behind one interface:
@@ -24,7 +24,32 @@ export interface InvocationSpan {
   /** What the worker (or the peer) gets. */
   readonly traceparent: string;
   readonly baggage?: string;
+  /** False for pass-through tracing: `end` does nothing, so callers need not wait to call it. */
+  readonly recording: boolean;
   end(failure?: { code: string; message: string }): void;
+}
+
+/** The trace fields of an invocation's options. */
+export function spanFields(span: InvocationSpan): { traceparent: string; baggage?: string } {
+  return span.baggage === undefined ? { traceparent: span.traceparent } : { traceparent: span.traceparent, baggage: span.baggage };
+}
+
+/** Ends the invocation's span with its outcome; a pass-through span adds no step to the call. */
+export function endedWith<T extends { ok: true } | { ok: false; failure: { code: string; message: string } }>(span: InvocationSpan, outcome: Promise<T>): Promise<T> {
+  if (!span.recording) return outcome;
+  return outcome.then((result) => {
+    span.end(result.ok ? undefined : result.failure);
+    return result;
+  });
+}
+
+/**
+ * The OTLP/HTTP endpoint when iii-observability exports (`enabled` not false, `exporter` otlp or
+ * both), else undefined: export off, trace context passed through.
+ */
+export function otlpEndpoint(config: ObservabilityConfig): string | undefined {
+  if (config.enabled === false || (config.exporter !== 'otlp' && config.exporter !== 'both')) return undefined;
+  return typeof config.endpoint === 'string' && config.endpoint !== '' ? config.endpoint : 'http://localhost:4318';
 }
 
 export interface RequestTrace {
@@ -62,7 +87,10 @@ class PassThroughRequest implements RequestTrace {
     this.traceId = context.traceId;
     this.spanId = context.spanId;
     if (context.baggage !== undefined) this.baggage = context.baggage;
-    this.handed = context.baggage === undefined ? { traceparent: context.traceparent, end: NO_END } : { traceparent: context.traceparent, baggage: context.baggage, end: NO_END };
+    this.handed =
+      context.baggage === undefined
+        ? { traceparent: context.traceparent, recording: false, end: NO_END }
+        : { traceparent: context.traceparent, baggage: context.baggage, recording: false, end: NO_END };
   }
 
   invocation(): InvocationSpan {
@@ -116,6 +144,7 @@ function childSpan(tracer: ReturnType<BasicTracerProvider['getTracer']>, name: s
   return {
     traceparent: traceparentOf(span),
     ...(baggage === undefined ? {} : { baggage }),
+    recording: true,
     end: (failure) => {
       if (failure !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: `${failure.code}: ${failure.message}` });
       span.end();
@@ -245,8 +274,7 @@ export class ExportingTracing implements Tracing {
       { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': target.split('?')[0] ?? target } },
       parentContext(traceparent, tracestate),
     );
-    const handedBaggage = baggage !== undefined && baggage.length > 0 && baggage.length <= 8192 ? baggage : undefined;
-    return new ExportingRequest(this.tracer, span, handedBaggage);
+    return new ExportingRequest(this.tracer, span, baggageToHand(baggage));
   }
 
   forwarded(traceparent: string | undefined, baggage: string | undefined, functionId: string): InvocationSpan {
@@ -260,10 +288,8 @@ export class ExportingTracing implements Tracing {
 
 /** Tracing as the observability config asks: exporting when enabled with an OTLP exporter, else pass-through. */
 export function createTracing(config: ObservabilityConfig, logger: Logger, counters?: TracingCounters): Tracing {
-  const ratio = typeof config.sampling_ratio === 'number' ? config.sampling_ratio : 1;
-  const exporting = config.enabled !== false && (config.exporter === 'otlp' || config.exporter === 'both');
-  if (!exporting) return new PassThroughTracing(ratio);
-  const endpoint = typeof config.endpoint === 'string' && config.endpoint !== '' ? config.endpoint : 'http://localhost:4318';
+  const endpoint = otlpEndpoint(config);
+  if (endpoint === undefined) return new PassThroughTracing(typeof config.sampling_ratio === 'number' ? config.sampling_ratio : 1);
   if (/:4317\/?$/.test(endpoint)) {
     logger.warn({ endpoint }, 'iii-observability endpoint is the OTLP/gRPC port 4317; Switchyard exports OTLP/HTTP (usually port 4318)');
   }

@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
+import type { TelemetryKind } from '../observability/otlp-relay.js';
 
 /**
  * The `/otel` socket of the worker port (docs/protocol.md#telemetry): iii-sdk sends its traces,
@@ -10,7 +11,8 @@ import WebSocket from 'ws';
  * (a token bucket over the bytes read off every telemetry socket) pauses the sockets that exceed
  * it before `ws` can buffer more, and the heartbeat drops sockets that go silent.
  */
-export type TelemetryKind = 'traces' | 'metrics' | 'logs';
+/** The three kinds of OTLP data a worker sends (defined with the relay that exports them). */
+export type { TelemetryKind };
 
 /** Where decoded frames go: `true` if taken, `false` if its queue is full (counted as dropped). */
 export interface TelemetrySink {
