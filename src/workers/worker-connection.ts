@@ -2,12 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
-import type { WireErrorCode } from '../errors.js';
-import type { EngineFailureCode, InvocationOutcome, Invoker } from '../invocation/invoker.js';
+import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import { toJson } from '../invocation/raw-json.js';
-import { parseWireInvocation } from '../routing/http-invocation.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 import { decodeFrame } from '../protocol/decode.js';
 import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../protocol/encode.js';
@@ -16,11 +14,12 @@ import type {
   RegisterFunctionMessage,
   RegisterTriggerMessage,
   ReattachMessage,
-  WireError,
 } from '../protocol/messages.js';
 import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
 import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
 import { PendingInvocations } from './pending-invocations.js';
+import { BUILT_IN_TRIGGER_TYPES, customTriggerRecord, functionRecord, providerTriggerFrame, triggerTypeRecord } from './registration-records.js';
+import { callReply } from './worker-call-reply.js';
 import type { EngineFunction, EngineFunctions } from './engine-functions.js';
 import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
@@ -57,23 +56,6 @@ export const registerWorkerFunction: EngineFunction = (data, caller) => {
   caller.recordInfo(data);
   return { ok: true, value: { success: true } };
 };
-
-/** Trigger types the engine serves itself; every other type is provided by a worker. */
-const BUILT_IN_TRIGGER_TYPES = new Set(['http', 'http_middleware']);
-
-const WIRE_CODE_FOR_ENGINE_FAILURE: Record<EngineFailureCode, WireErrorCode> = {
-  FUNCTION_UNAVAILABLE: 'function_not_found',
-  TIMEOUT: 'invocation_timeout',
-  WORKER_DISCONNECTED: 'worker_disconnected',
-  SHUTTING_DOWN: 'engine_shutting_down',
-};
-
-/** The worker's error as it goes back on the wire: the engine-side `source` tag stays behind. */
-function wireErrorOf(failure: { code: string; message: string; stacktrace?: string }): WireError {
-  return failure.stacktrace === undefined
-    ? { code: failure.code, message: failure.message }
-    : { code: failure.code, message: failure.message, stacktrace: failure.stacktrace };
-}
 
 /** Malformed frames: the first few per connection and interval are warnings, the rest debug. */
 const MALFORMED_WARN_INTERVAL_MS = 10_000;
@@ -182,30 +164,12 @@ export class WorkerConnection implements HubMember {
 
   /** As a trigger type's provider: hands it a trigger to serve (iii's `registertrigger` to the provider). */
   deliverTrigger(trigger: CustomTriggerRecord): void {
-    this.send(
-      encodeFrame({
-        type: 'registertrigger',
-        id: trigger.id,
-        trigger_type: trigger.triggerType,
-        function_id: trigger.functionId,
-        config: trigger.config,
-        ...(trigger.metadata === undefined ? {} : { metadata: trigger.metadata }),
-      }),
-    );
+    this.send(providerTriggerFrame('registertrigger', trigger));
   }
 
   /** As a trigger type's provider: takes a trigger back (its owner left or unregistered it). */
   withdrawTrigger(trigger: CustomTriggerRecord): void {
-    this.send(
-      encodeFrame({
-        type: 'unregistertrigger',
-        id: trigger.id,
-        trigger_type: trigger.triggerType,
-        function_id: trigger.functionId,
-        config: trigger.config,
-        ...(trigger.metadata === undefined ? {} : { metadata: trigger.metadata }),
-      }),
-    );
+    this.send(providerTriggerFrame('unregistertrigger', trigger));
   }
 
   /** Closes the socket; cleanup happens once, in the close handler. */
@@ -291,9 +255,7 @@ export class WorkerConnection implements HubMember {
           this.logger.warn({ triggerType: message.id }, 'a worker cannot provide a built-in trigger type; ignored');
           return;
         }
-        const record: TriggerTypeRecord = { id: message.id, workerId: this.id, registeredAt: Date.now(), seq: this.deps.hub.nextSeq() };
-        if (message.description !== undefined) record.description = message.description;
-        this.triggerTypes.set(message.id, record);
+        this.triggerTypes.set(message.id, triggerTypeRecord(message.id, message.description, this.id, this.deps.hub.nextSeq()));
         this.logger.info({ triggerType: message.id }, 'worker provides a trigger type');
         this.deps.hub.triggersChanged();
         return;
@@ -320,28 +282,11 @@ export class WorkerConnection implements HubMember {
   }
 
   private registerFunction(message: RegisterFunctionMessage): void {
-    const record: FunctionRecord = { id: message.id, workerId: this.id };
-    if (message.invocation !== undefined) {
-      // An HTTP-invoked function: the engine calls its URL (http-function-caller.ts). As in iii, a
-      // registration that breaks the iii-http-functions rules is dropped and logged; nothing is acked.
-      const invocation = parseWireInvocation(message.invocation);
-      const caller = this.deps.httpFunctions;
-      const refused =
-        typeof invocation === 'string'
-          ? invocation
-          : caller === undefined
-            ? 'HTTP-invoked functions are not enabled on this engine'
-            : caller.checkRegistration(invocation);
-      if (refused !== undefined || typeof invocation === 'string') {
-        this.logger.warn({ functionId: message.id, reason: refused }, 'HTTP-invoked function registration refused');
-        return;
-      }
-      record.invocation = invocation;
+    const record = functionRecord(message, this.id, this.deps.httpFunctions);
+    if ('refused' in record) {
+      this.logger.warn({ functionId: message.id, reason: record.refused }, 'HTTP-invoked function registration refused');
+      return;
     }
-    if (message.description !== undefined) record.description = message.description;
-    if (message.metadata !== undefined) record.metadata = message.metadata;
-    if (message.request_format !== undefined) record.requestFormat = message.request_format;
-    if (message.response_format !== undefined) record.responseFormat = message.response_format;
     this.functions.set(message.id, record);
     this.deps.hub.functionAdded(this, message.id);
   }
@@ -350,15 +295,7 @@ export class WorkerConnection implements HubMember {
     if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {
       // A worker-provided type: kept (parked while no worker provides the type, as iii does) and
       // delivered to the provider wherever it is connected (trigger-delivery.ts). No ack, as iii.
-      const record: CustomTriggerRecord = {
-        id: message.id,
-        triggerType: message.trigger_type,
-        functionId: message.function_id,
-        workerId: this.id,
-        config: message.config,
-      };
-      if (message.metadata !== undefined) record.metadata = message.metadata;
-      this.customTriggers.set(message.id, record);
+      this.customTriggers.set(message.id, customTriggerRecord(message, this.id));
       this.deps.hub.triggersChanged();
       return;
     }
@@ -418,18 +355,7 @@ export class WorkerConnection implements HubMember {
     };
     this.deps.invoker
       .invoke(message.function_id, message.data, options)
-      .then((outcome) => {
-        const reply: Parameters<typeof encodeInvocationResult>[2] = outcome.ok
-          ? outcome
-          : {
-              ok: false,
-              error:
-                outcome.failure.source === 'worker'
-                  ? wireErrorOf(outcome.failure)
-                  : { code: WIRE_CODE_FOR_ENGINE_FAILURE[outcome.failure.code], message: outcome.failure.message },
-            };
-        this.send(encodeInvocationResult(invocationId, message.function_id, reply));
-      })
+      .then((outcome) => this.send(encodeInvocationResult(invocationId, message.function_id, callReply(outcome))))
       .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'));
   }
 
