@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
-import { http, waitForStatus } from '../support/http.js';
+import { http, waitForEveryProcess, waitForStatus } from '../support/http.js';
 import type { SimpleResponse } from '../support/http.js';
 import { waitUntil } from '../support/logs.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
@@ -185,6 +185,9 @@ describe('cluster faults: processes: 2', () => {
     first.worker.route('ra::who', 'GET', '/ra/who');
     first.worker.serve('ra::who', () => ({ status_code: 200, body: 'first' }));
     await first.worker.sync();
+    // The other child must hold this child's snapshot (it lists the first worker) before a reattach
+    // there can find where to retire it: its route answering on both children shows that.
+    await waitForEveryProcess(`${engine.httpUrl}/ra/who`, 2);
     const firstPeer = await peerOf(first.id);
     // Connections are dealt round-robin between the children: find one on the other child.
     let second = await rawWorker();

@@ -7,7 +7,7 @@
 import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitForStatus } from '../support/http.js';
+import { waitForEveryProcess } from '../support/http.js';
 import { waitUntil } from '../support/logs.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
 import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
@@ -25,7 +25,8 @@ describe('streaming 1 GiB each way through two processes', () => {
   beforeAll(async () => {
     engine = await startEngine({ cluster: { processes: 2 } });
     worker = startWorker('stream-worker', engine.workerUrl, { STREAM_FILE: '/dev/null' });
-    await waitForStatus(`${engine.httpUrl}/test/ready`, (s) => s === 200, {}, WORKER_READY_MS);
+    // Both children must hold the routes: each request may land on either.
+    await waitForEveryProcess(`${engine.httpUrl}/test/ready`, 2, (s) => s === 200, WORKER_READY_MS);
     const ready = (await (await request(`${engine.adminUrl}/readyz`)).body.json()) as { children: { pid: number }[] };
     children = ready.children.map((child) => child.pid);
     expect(children).toHaveLength(2);
