@@ -5,7 +5,7 @@ import { ClusterInvoker } from './cluster/cluster-invoker.js';
 import { ClusterMembership } from './cluster/membership.js';
 import type { PeerIdentity } from './cluster/peer-id.js';
 import { PeerPool } from './cluster/peer-pool.js';
-import type { EngineConfig } from './config/types.js';
+import type { EngineConfig, WorkersConfig } from './config/types.js';
 import { ForwardServer } from './forwarding/forward-server.js';
 import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
@@ -14,8 +14,9 @@ import type { Invoker } from './invocation/invoker.js';
 import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
+import type { RoutingState } from './routing/route-table.js';
 import { LocalInvoker } from './workers/local-invoker.js';
-import type { WorkerConnection } from './workers/worker-connection.js';
+import type { WorkerConnection, WorkerConnectionDeps } from './workers/worker-connection.js';
 import { WorkerHub } from './workers/worker-hub.js';
 import type { ChannelRequest } from './channels/channel-endpoint.js';
 import { ChannelRegistry } from './channels/channel-registry.js';
@@ -83,6 +84,8 @@ export class Engine {
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
   private readonly workerServer: WorkerServer;
+  /** Further `iii-worker-manager` listeners (typically RBAC ones), sharing the hub with the main one. */
+  private readonly extraWorkerServers: WorkerServer[];
   private readonly forwardServer: ForwardServer | undefined;
   private readonly peers: PeerPool | undefined;
   private readonly membership: ClusterMembership | undefined;
@@ -181,29 +184,33 @@ export class Engine {
     // Reconnect grace on the calling side only: a forwarded call that finds no worker on its peer
     // comes back as not dispatched, and the peer that took the request waits and retries.
     this.invoker = new GraceInvoker(invoker, this.table, config.workers.reconnectGraceMs, this.metrics);
-    this.workerServer = new WorkerServer(
-      config.workers,
-      {
-        hub: this.hub,
-        invoker: this.invoker,
-        logger: logger.child({ module: 'workers' }),
-        ignoreTrailingSlash: config.api.ignoreTrailingSlash,
-        workerCallTimeoutMs: config.api.defaultTimeoutMs,
-        onReattach: () => this.metrics.workerReconnected(),
-        onFrozen: () => this.metrics.workerFrozen(),
-        engineFunctions: this.engineFunctions,
-        httpFunctions: this.httpFunctions,
-        ...(this.membership === undefined
-          ? {}
-          : { retireElsewhere: (workerId: string, token: string) => this.membership?.retireElsewhere(workerId, token) ?? 0 }),
-      },
-      logger.child({ module: 'workers' }),
-      {
-        registry: this.channels,
-        ...(this.peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => this.openRemoteChannel(tag, request) }),
-      },
-      { counters: this.metrics, ...(this.relay === undefined ? {} : { sink: this.relay }) },
-    );
+    const workerDeps: WorkerConnectionDeps = {
+      hub: this.hub,
+      invoker: this.invoker,
+      logger: logger.child({ module: 'workers' }),
+      ignoreTrailingSlash: config.api.ignoreTrailingSlash,
+      workerCallTimeoutMs: config.api.defaultTimeoutMs,
+      onReattach: () => this.metrics.workerReconnected(),
+      onFrozen: () => this.metrics.workerFrozen(),
+      onLimit: (kind) => this.metrics.workerLimit(kind),
+      functionMetadata: (id) => this.table.current().functionMetadata.get(id),
+      engineFunctions: this.engineFunctions,
+      httpFunctions: this.httpFunctions,
+      ...(this.membership === undefined
+        ? {}
+        : { retireElsewhere: (workerId: string, token: string) => this.membership?.retireElsewhere(workerId, token) ?? 0 }),
+    };
+    const workerChannels = {
+      registry: this.channels,
+      ...(this.peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => this.openRemoteChannel(tag, request) }),
+    };
+    const workerTelemetry = { counters: this.metrics, ...(this.relay === undefined ? {} : { sink: this.relay }) };
+    const workerServer = (listener: WorkersConfig, index: number): WorkerServer =>
+      new WorkerServer(listener, workerDeps, logger.child({ module: 'workers', ...(index === 0 ? {} : { listener: index }) }), workerChannels, workerTelemetry, index);
+    this.workerServer = workerServer(config.workers, 0);
+    this.extraWorkerServers = config.workers.extraListeners.map((listener, i) => workerServer(listener, i + 1));
+    // Registrations another binding holds: this process drops its own losers and tells their workers.
+    this.table.onChange((state) => this.refuseConflicts(state));
     this.pipeline = new HttpPipeline({
       config: config.api,
       table: this.table,
@@ -279,6 +286,18 @@ export class Engine {
     return this.phase === 'running' && (this.membership?.synced ?? true);
   }
 
+  /** Drops this process's registrations that lost to an older holder, telling their workers (route-table.ts). */
+  private refuseConflicts(state: RoutingState): void {
+    for (const conflict of state.conflicts) {
+      if (conflict.ownerId !== this.hub.ownerId) continue;
+      const connection = this.hub.get(conflict.workerId);
+      if (connection === undefined) continue;
+      this.metrics.registrationConflict(conflict.kind);
+      if (conflict.kind === 'route') connection.dropConflictingTrigger(conflict.id, conflict.reason);
+      else connection.dropConflictingFunction(conflict.id, conflict.reason);
+    }
+  }
+
   async start(): Promise<EnginePorts> {
     if (this.phase !== 'created') throw new Error(`engine cannot start from phase ${this.phase}`);
     this.phase = 'starting';
@@ -287,6 +306,7 @@ export class Engine {
       // peer's routes. Admin is the primary's (src/supervisor/primary.ts).
       const forward = await this.startCluster();
       const workers = await this.workerServer.start();
+      for (const server of this.extraWorkerServers) await server.start();
       const http = await this.httpServer.start();
       this.phase = 'running';
       return { http, workers, ...(forward === undefined ? {} : { forward }) };
@@ -329,7 +349,9 @@ export class Engine {
           this.channels.close();
           return undefined;
         }],
-        ['workers', () => this.workerServer.close()],
+        ['workers', async () => {
+          await Promise.all([this.workerServer.close(), ...this.extraWorkerServers.map((server) => server.close())]);
+        }],
         ['peers', () => this.peers?.close()],
         ['http functions', () => this.httpFunctions.close()],
         ['tracing', () => {

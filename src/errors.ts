@@ -52,6 +52,12 @@ export const WIRE_ERRORS = {
   NOT_FOUND: 'The function, trigger, trigger type or worker an engine function was asked about does not exist',
   INVALID_ARGUMENTS: "An engine function's input is invalid",
   invocation_failed: 'An engine function failed',
+  // Worker permissions and limits (docs/security.md).
+  FORBIDDEN: "The listener's RBAC does not let this worker call the function (iii's code)",
+  AUTH_ERROR: "The listener's auth function refused the connection or failed (iii's code; sent as an `error` frame before the close)",
+  trigger_registration_failed: 'The route is held by another binding (same method and path shape, another function or principal; iii\'s code)',
+  registration_limit: 'The worker holds max_registrations registrations already',
+  too_many_calls: 'The worker has max_calls_in_flight calls in flight already',
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

@@ -29,6 +29,8 @@ function checkFunction(v: unknown): FunctionRecord | string {
   const record: FunctionRecord = { id: v.id, workerId: v.workerId };
   if (typeof v.description === 'string') record.description = v.description;
   if (isObject(v.metadata)) record.metadata = v.metadata;
+  if (isText(v.principal)) record.principal = v.principal;
+  if (isNumber(v.registeredAt)) record.registeredAt = v.registeredAt;
   if (v.requestFormat !== undefined) record.requestFormat = v.requestFormat;
   if (v.responseFormat !== undefined) record.responseFormat = v.responseFormat;
   if (v.invocation !== undefined) {
@@ -103,7 +105,15 @@ function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord |
   if (typeof plain === 'string') return plain;
   const validation = validateTrigger(plain.type, plain.config, ignoreTrailingSlash);
   if (!validation.ok) return validation.message;
-  return { ...validation.spec, id: v.id, functionId: v.functionId, workerId: v.workerId, registeredAt: v.registeredAt, seq: v.seq };
+  return {
+    ...validation.spec,
+    id: v.id,
+    functionId: v.functionId,
+    workerId: v.workerId,
+    ...(isText(v.principal) ? { principal: v.principal } : {}),
+    registeredAt: v.registeredAt,
+    seq: v.seq,
+  };
 }
 
 /** Worker summaries are informational: malformed entries are dropped, not fatal. */
@@ -136,7 +146,13 @@ function checkDeparted(v: unknown, ignoreTrailingSlash: boolean): DepartedWorker
     if (typeof checked === 'string') return checked;
     triggers.push(checked);
   }
-  return { workerId: v.workerId, functionIds: v.functionIds, triggers };
+  return {
+    workerId: v.workerId,
+    ...(isText(v.principal) ? { principal: v.principal } : {}),
+    ...(isNumber(v.since) ? { since: v.since } : {}),
+    functionIds: v.functionIds,
+    triggers,
+  };
 }
 
 function checkEndpoint(v: unknown): PeerEndpoint | string {

@@ -20,6 +20,8 @@ import type {
 export interface WireFunction {
   id: string;
   workerId: string;
+  principal?: string;
+  registeredAt?: number;
   description?: string;
   metadata?: Record<string, unknown>;
   requestFormat?: unknown;
@@ -37,6 +39,7 @@ interface WireTriggerBase {
   id: string;
   functionId: string;
   workerId: string;
+  principal?: string;
   registeredAt: number;
   seq: number;
 }
@@ -67,7 +70,7 @@ export interface WireSnapshot {
   triggers: readonly WireTrigger[];
   endpoint?: { nodeId: string; socketPath?: string; host?: string; port?: number };
   workers?: readonly WireWorker[];
-  departed?: readonly { workerId: string; functionIds: readonly string[]; triggers: readonly WireTrigger[] }[];
+  departed?: readonly { workerId: string; principal?: string; since?: number; functionIds: readonly string[]; triggers: readonly WireTrigger[] }[];
   publishedAt?: number;
   triggerTypes?: readonly { id: string; workerId: string; description?: string; registeredAt: number; seq: number }[];
   customTriggers?: readonly {
@@ -107,6 +110,8 @@ function wireFunction(fn: FunctionRecord): WireFunction {
   return defined({
     id: fn.id,
     workerId: fn.workerId,
+    principal: fn.principal,
+    registeredAt: fn.registeredAt,
     description: fn.description,
     metadata: fn.metadata,
     requestFormat: fn.requestFormat,
@@ -116,7 +121,14 @@ function wireFunction(fn: FunctionRecord): WireFunction {
 }
 
 function wireTrigger(trigger: TriggerRecord): WireTrigger {
-  const base = { id: trigger.id, functionId: trigger.functionId, workerId: trigger.workerId, registeredAt: trigger.registeredAt, seq: trigger.seq };
+  const base = defined({
+    id: trigger.id,
+    functionId: trigger.functionId,
+    workerId: trigger.workerId,
+    principal: trigger.principal,
+    registeredAt: trigger.registeredAt,
+    seq: trigger.seq,
+  });
   if (trigger.type === 'http') {
     const { apiPath, httpMethod, conditionFunctionId, middlewareFunctionIds } = trigger.http;
     return { ...base, type: 'http', http: defined({ apiPath, httpMethod, conditionFunctionId, middlewareFunctionIds }) };
@@ -153,7 +165,9 @@ export function toWireSnapshot(snapshot: OwnerSnapshot): WireSnapshot {
     triggers: snapshot.triggers.map(wireTrigger),
     endpoint: snapshot.endpoint === undefined ? undefined : wireEndpoint(snapshot.endpoint),
     workers: snapshot.workers?.map(wireWorker),
-    departed: snapshot.departed?.map((d) => ({ workerId: d.workerId, functionIds: [...d.functionIds], triggers: d.triggers.map(wireTrigger) })),
+    departed: snapshot.departed?.map((d) =>
+      defined({ workerId: d.workerId, principal: d.principal, since: d.since, functionIds: [...d.functionIds], triggers: d.triggers.map(wireTrigger) }),
+    ),
     publishedAt: snapshot.publishedAt,
     triggerTypes: snapshot.triggerTypes?.map(wireTriggerType),
     customTriggers: snapshot.customTriggers?.map(wireCustomTrigger),

@@ -15,6 +15,7 @@ import {
   restApiModuleSchema,
   topLevelSchema,
   workerModuleSchema,
+  MATCH_PATTERN,
 } from './schema.js';
 import type {
   AdminModuleInput,
@@ -25,7 +26,7 @@ import type {
   RestApiModuleInput,
   WorkerModuleInput,
 } from './schema.js';
-import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, HttpFunctionsConfig, ObservabilityConfig, WorkersConfig } from './types.js';
+import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, FunctionFilter, HttpFunctionsConfig, ObservabilityConfig, RbacConfig, WorkersConfig } from './types.js';
 import { isPlainObject } from '../values.js';
 
 type PlainObject = Record<string, unknown>;
@@ -98,6 +99,7 @@ export function parseConfig(input: unknown): EngineConfig {
   const modules: ModuleInputs = {};
   const firstAt = new Map<ModuleKey, ModuleEntry>();
   const skippedModules: string[] = [];
+  const extraWorkers: { entry: ModuleEntry; input: WorkerModuleInput }[] = [];
   const skip = (what: string): void => {
     if (!skippedModules.includes(what)) skippedModules.push(what);
   };
@@ -124,6 +126,14 @@ export function parseConfig(input: unknown): EngineConfig {
       continue;
     }
     const first = firstAt.get(key);
+    if (first !== undefined && key === 'workers' && entry.name !== undefined && first.name !== undefined) {
+      // iii: every further iii-worker-manager entry is a listener of its own (typically RBAC).
+      const config = raw.config ?? {};
+      if (!isPlainObject(config)) continue;
+      const listener = validate(workerModuleSchema, config, `${label}.config`, issues);
+      if (listener !== undefined) extraWorkers.push({ entry, input: listener });
+      continue;
+    }
     if (first !== undefined) {
       issues.push({ path: label, message: duplicateMessage(key, entry, first) });
       continue;
@@ -141,7 +151,7 @@ export function parseConfig(input: unknown): EngineConfig {
         modules.admin = validate(adminModuleSchema, config, prefix, issues);
         break;
       case 'workers':
-        modules.workers = validate(workerModuleSchema, withoutUnsupported(config, prefix, issues), prefix, issues);
+        modules.workers = validate(workerModuleSchema, config, prefix, issues);
         break;
       case 'cluster':
         modules.cluster = validate(clusterModuleSchema, config, prefix, issues);
@@ -165,12 +175,28 @@ export function parseConfig(input: unknown): EngineConfig {
     }
   }
 
+  const mainWorkerPort = modules.workers?.port ?? (top.success ? top.data.port : undefined);
+  const takenPorts = new Map<number, string>();
+  if (mainWorkerPort !== undefined) takenPorts.set(mainWorkerPort, workersEntry?.label ?? 'the main worker listener');
+  for (const { entry, input } of extraWorkers) {
+    if (input.port === undefined || input.port === 0) {
+      issues.push({ path: `${entry.label}.config.port`, message: 'is required for a further worker listener (a port of its own)' });
+      continue;
+    }
+    const holder = takenPorts.get(input.port);
+    if (holder !== undefined) issues.push({ path: `${entry.label}.config.port`, message: `is ${input.port}, already used by ${holder}` });
+    else takenPorts.set(input.port, entry.label);
+  }
+
   if (issues.length > 0 || !top.success) throw new ConfigError('CONFIG_INVALID', issues);
 
   return deepFreeze({
     api: toApiConfig(modules.api ?? restApiModuleSchema.parse({})),
     admin: toAdminConfig(modules.admin ?? adminModuleSchema.parse({})),
-    workers: toWorkersConfig(modules.workers ?? workerModuleSchema.parse({}), top.data.port),
+    workers: {
+      ...toWorkersConfig(modules.workers ?? workerModuleSchema.parse({}), top.data.port),
+      extraListeners: extraWorkers.map(({ input }) => toWorkersConfig(input, top.data.port)),
+    },
     cluster: toClusterConfig(modules.cluster ?? clusterModuleSchema.parse({})),
     observability: toObservabilityConfig(modules.observability ?? observabilityModuleSchema.parse({})),
     httpFunctions: toHttpFunctionsConfig(modules.httpFunctions ?? httpFunctionsModuleSchema.parse({})),
@@ -219,24 +245,9 @@ function duplicateMessage(key: ModuleKey, entry: ModuleEntry, first: ModuleEntry
     const replacement = id === MODULE_NAMES.api ? firstId : id;
     return `'${deprecated}' is the older name for '${replacement}' and both are present; remove '${deprecated}' (as iii 0.22.1 requires)`;
   }
-  if (key === 'workers' && entry.name !== undefined && first.name !== undefined) {
-    return `a second worker listener is not supported yet (iii uses extra iii-worker-manager entries for RBAC listeners; docs/compatibility.md); ${firstId} is already configured at ${first.label}`;
-  }
   return `duplicate module; ${id} is already configured at ${first.label}`;
 }
 
-/** iii-worker-manager keys for RBAC listeners, which Switchyard does not implement yet: named, not "unknown". */
-const UNSUPPORTED_WORKER_KEYS = ['rbac', 'middleware_function_id'] as const;
-
-function withoutUnsupported(config: PlainObject, prefix: string, issues: ConfigIssue[]): PlainObject {
-  const kept = { ...config };
-  for (const key of UNSUPPORTED_WORKER_KEYS) {
-    if (!(key in kept)) continue;
-    issues.push({ path: `${prefix}.${key}`, message: 'is not supported by Switchyard yet (worker RBAC; see docs/compatibility.md)' });
-    delete kept[key];
-  }
-  return kept;
-}
 
 /** The configuration used when there is no config file. */
 export function defaultConfig(): EngineConfig {
@@ -282,6 +293,42 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
     heartbeatTimeoutMs: workers.heartbeat_timeout_ms,
     handshakeTimeoutMs: workers.handshake_timeout_ms,
     ...(workers.auth_token === undefined ? {} : { authToken: workers.auth_token }),
+    ...(workers.middleware_function_id === undefined ? {} : { middlewareFunctionId: workers.middleware_function_id }),
+    ...(workers.rbac === undefined ? {} : { rbac: toRbacConfig(workers.rbac) }),
+    limits: {
+      maxRegistrations: workers.max_registrations,
+      maxCallsInFlight: workers.max_calls_in_flight,
+      maxFramesPerSecond: workers.max_frames_per_second,
+      maxQueuedBytes: workers.max_queued_bytes,
+    },
+    extraListeners: [],
+  };
+}
+
+/** `match("p")` → p; the schema has checked the form. */
+function matchPattern(text: string): string | undefined {
+  const found = MATCH_PATTERN.exec(text);
+  return found === null ? undefined : (found[1] ?? found[2] ?? '');
+}
+
+function toRbacConfig(rbac: NonNullable<WorkerModuleInput['rbac']>): RbacConfig {
+  const exposeFunctions: FunctionFilter[] = rbac.expose_functions.map((filter) => {
+    if (typeof filter === 'string') return { match: matchPattern(filter) ?? filter };
+    const metadata: Record<string, { equals: unknown } | { match: string }> = {};
+    for (const [key, value] of Object.entries(filter.metadata)) {
+      const pattern = typeof value === 'string' ? matchPattern(value) : undefined;
+      metadata[key] = pattern === undefined ? { equals: value } : { match: pattern };
+    }
+    return { metadata };
+  });
+  return {
+    exposeFunctions,
+    ...(rbac.auth_function_id === undefined ? {} : { authFunctionId: rbac.auth_function_id }),
+    ...(rbac.on_function_registration_function_id === undefined ? {} : { onFunctionRegistrationFunctionId: rbac.on_function_registration_function_id }),
+    ...(rbac.on_trigger_registration_function_id === undefined ? {} : { onTriggerRegistrationFunctionId: rbac.on_trigger_registration_function_id }),
+    ...(rbac.on_trigger_type_registration_function_id === undefined
+      ? {}
+      : { onTriggerTypeRegistrationFunctionId: rbac.on_trigger_type_registration_function_id }),
   };
 }
 

@@ -134,8 +134,61 @@ export const adminModuleSchema = z
   })
   .describe('The admin listener: GET /healthz and GET /readyz. Keep it off public networks');
 
+/** `match("pattern")` (or single quotes), iii's form for a function filter pattern (`*` matches any run of characters). */
+export const MATCH_PATTERN = /^\s*match\((?:"([^"]*)"|'([^']*)')\)\s*$/;
+
+const functionFilterSchema = z.union([
+  z.string().regex(MATCH_PATTERN, { error: 'must be match("pattern") or a map with a `metadata` key' }),
+  z
+    .looseObject({ metadata: z.record(z.string(), z.unknown()) })
+    .refine((filter) => Object.keys(filter.metadata).length > 0, { error: 'needs at least one metadata condition' }),
+]);
+
+export const rbacSchema = z
+  .strictObject({
+    auth_function_id: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('Function called once per worker connection with `{headers, query_params, ip_address}`; its result (iii\'s AuthResult) is the connection\'s permissions and context. If it fails, the worker is refused with an `AUTH_ERROR` frame. Unset: every connection is let in and `expose_functions` alone gates its calls'),
+    expose_functions: z
+      .array(functionFilterSchema)
+      .default([])
+      .describe('Functions workers on this listener may call: `match("api::*")` patterns on the id, or `{metadata: {key: value}}` maps on the function\'s metadata (a value may be `match("…")`). Any filter matching allows; the engine\'s infrastructure functions (channels, logging, baggage, engine::workers::register) are always allowed'),
+    on_function_registration_function_id: z.string().min(1).optional().describe('Hook called before each function this listener\'s workers register; it returns the (possibly changed) `function_id`, `description`, `metadata`, or fails to refuse'),
+    on_trigger_registration_function_id: z.string().min(1).optional().describe('Hook called before each trigger registration; returns the (possibly changed) `trigger_id`, `trigger_type`, `function_id`, `config`, or fails to refuse'),
+    on_trigger_type_registration_function_id: z.string().min(1).optional().describe('Hook called before each trigger type registration; returns the (possibly changed) `trigger_type_id`, `description`, or fails to refuse'),
+  })
+  .describe("Worker RBAC for this listener (iii's `rbac` block, same keys and meaning; docs/security.md)");
+
 export const workerModuleSchema = z
   .strictObject({
+    middleware_function_id: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("Function every call a worker on this listener makes is handed to instead (iii's listener middleware): it receives `{function_id, payload, action, context}` and decides whether to call the target. Calls to `engine::…` functions bypass it"),
+    rbac: rbacSchema.optional(),
+    max_registrations: z
+      .int()
+      .min(1)
+      .default(10000)
+      .describe('Most functions, triggers and trigger types one worker connection may hold; registrations beyond it are refused (logged, counted in switchyard_worker_limit_hits_total)'),
+    max_calls_in_flight: z
+      .int()
+      .min(1)
+      .default(1000)
+      .describe('Most calls one worker may have in flight through the engine at once (its own `trigger`s); more are answered at once with `too_many_calls`'),
+    max_frames_per_second: z
+      .int()
+      .min(0)
+      .default(100000)
+      .describe('Frames per second one worker may send, averaged over a second; beyond it the engine stops reading that worker\'s socket until the next second (TCP backpressure, nothing is dropped). 0: no limit'),
+    max_queued_bytes: z
+      .int()
+      .min(65536)
+      .default(67108864)
+      .describe('Bytes the engine may have queued for one worker that is not reading them; a worker past it is closed (1008) and its calls fail over, so a stalled worker cannot grow the engine\'s memory'),
     host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
     handshake_timeout_ms: z
       .int()

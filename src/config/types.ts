@@ -38,11 +38,43 @@ export interface AdminConfig {
   port: number;
 }
 
+/** A function filter of `rbac.expose_functions`: an id pattern, or conditions on the function's metadata. */
+export type FunctionFilter =
+  | { match: string }
+  | { metadata: Readonly<Record<string, { equals: unknown } | { match: string }>> };
+
+/** iii's per-listener worker RBAC (`rbac`), camelCased. */
+export interface RbacConfig {
+  authFunctionId?: string;
+  exposeFunctions: readonly FunctionFilter[];
+  onFunctionRegistrationFunctionId?: string;
+  onTriggerRegistrationFunctionId?: string;
+  onTriggerTypeRegistrationFunctionId?: string;
+}
+
+/** What one worker connection may hold and do (docs/security.md#per-worker-limits). */
+export interface WorkerLimits {
+  maxRegistrations: number;
+  maxCallsInFlight: number;
+  /** 0: no limit. */
+  maxFramesPerSecond: number;
+  maxQueuedBytes: number;
+}
+
 export interface WorkersConfig {
   host: string;
   port: number;
   maxFrameBytes: number;
   authToken?: string;
+  /** iii's listener middleware: every call a worker on this listener makes goes to it instead. */
+  middlewareFunctionId?: string;
+  rbac?: RbacConfig;
+  limits: WorkerLimits;
+  /**
+   * Further `iii-worker-manager` entries: listeners of their own (typically a public one with RBAC).
+   * Only set on the first entry's config; theirs is empty. Reconnect grace is the first entry's.
+   */
+  extraListeners: readonly WorkersConfig[];
   /** How long requests wait for a departed worker's functions to come back; 0: no wait. */
   reconnectGraceMs: number;
   /** WebSocket ping period; 0 disables the heartbeat. */

@@ -1,5 +1,5 @@
 import type { CustomTriggerRecord, FunctionRecord, OwnerSnapshot, TriggerRecord, WorkerSummary } from '../routing/registrations.js';
-import type { EngineFunction, EngineFunctionResult } from '../workers/engine-functions.js';
+import type { EngineCaller, EngineFunction, EngineFunctionResult } from '../workers/engine-functions.js';
 import { isPlainObject } from '../values.js';
 
 /**
@@ -192,12 +192,18 @@ function isInternal(row: Row): boolean {
   return (row.function_id.startsWith('engine::') && !row.function_id.startsWith('engine::queue::')) || row.metadata?.internal === true;
 }
 
+/** On a listener with `rbac`, a worker sees only the functions it may call (as iii filters them). */
+function visible(caller: EngineCaller, functionId: string, metadata: Record<string, unknown> | undefined): boolean {
+  const session = caller.session;
+  return session === undefined || !session.restricted || session.mayCall(functionId, metadata);
+}
+
 export function introspectionFunctions(source: IntrospectionSource): [string, EngineFunction][] {
   const view = (): ClusterView => new ClusterView(source);
   return [
     [
       INTROSPECTION_FUNCTIONS.listFunctions,
-      (data) => {
+      (data, caller) => {
         const input = asInput(data);
         const workers = Array.isArray(input.workers) ? input.workers.filter((w): w is string => typeof w === 'string') : [];
         const worker = str(input, 'worker');
@@ -210,19 +216,23 @@ export function introspectionFunctions(source: IntrospectionSource): [string, En
           .filter((row) => prefix === undefined || row.function_id.startsWith(prefix))
           .filter((row) => (worker === undefined && workers.length === 0) || row.worker_name === worker || workers.includes(row.worker_name))
           .filter((row) => searchMatches(search, row.function_id, row.description))
+          .filter((row) => visible(caller, row.function_id, row.metadata))
           .sort(byKey((row) => row.function_id));
         return ok({ functions });
       },
     ],
     [
       INTROSPECTION_FUNCTIONS.functionInfo,
-      (data) => {
+      (data, caller) => {
         const input = asInput(data);
         const single = str(input, 'function_id');
         const batch = Array.isArray(input.function_ids) ? input.function_ids : undefined;
         if (single !== undefined && batch !== undefined) return fail('INVALID_ARGUMENTS', 'pass either `function_id` or `function_ids`, not both');
         const current = view();
         if (single !== undefined) {
+          if (!visible(caller, single, current.functionRow(single)?.metadata)) {
+            return { ok: false, error: { code: 'FORBIDDEN', message: `Function '${single}' is not visible to this session.` } };
+          }
           const detail = current.functionDetail(single);
           return detail !== undefined ? ok(detail) : fail('NOT_FOUND', `Function '${single}' is not registered.`);
         }
@@ -230,7 +240,13 @@ export function introspectionFunctions(source: IntrospectionSource): [string, En
         const ids = [...new Set(batch.filter((id): id is string => typeof id === 'string'))];
         if (ids.length === 0) return fail('INVALID_ARGUMENTS', '`function_ids` must be a non-empty array of function ids');
         if (ids.length > FUNCTION_INFO_BATCH_MAX) return fail('INVALID_ARGUMENTS', `too many function_ids (max ${FUNCTION_INFO_BATCH_MAX})`);
-        return ok({ functions: ids.map((id) => current.functionDetail(id) ?? { function_id: id, error: 'not_found' }) });
+        return ok({
+          functions: ids.map((id) =>
+            !visible(caller, id, current.functionRow(id)?.metadata)
+              ? { function_id: id, error: 'forbidden' }
+              : (current.functionDetail(id) ?? { function_id: id, error: 'not_found' }),
+          ),
+        });
       },
     ],
     [

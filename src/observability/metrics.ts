@@ -37,6 +37,8 @@ export class EngineMetrics {
   private readonly forwardErrors: Counter<'reason'>;
   private readonly reconnects: Counter;
   private readonly frozen: Counter;
+  private readonly workerRefusals: Counter<'reason'>;
+  private readonly routeConflicts: Counter<'kind'>;
   private readonly graceWaits: Histogram<'outcome'>;
   private readonly middleware: Histogram<'phase' | 'outcome'>;
   private readonly streams: Counter<'outcome'>;
@@ -90,6 +92,18 @@ export class EngineMetrics {
     });
     this.reconnects = new Counter({ name: 'switchyard_worker_reconnects_total', help: 'Workers that reattached after a reconnect', registers });
     this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong) for heartbeat_timeout_ms', registers });
+    this.workerRefusals = new Counter({
+      name: 'switchyard_worker_limit_hits_total',
+      help: 'Per-worker limits hit (registrations, calls_in_flight, frames_per_second, queued_bytes) and connections refused by an auth function (auth_refused)',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.routeConflicts = new Counter({
+      name: 'switchyard_registration_conflicts_total',
+      help: 'Registrations refused because another binding holds them: a route (method and path shape) or a function id of another principal',
+      labelNames: ['kind'],
+      registers,
+    });
     this.graceWaits = new Histogram({
       name: 'switchyard_reconnect_grace_waits_seconds',
       help: 'Calls that waited for a departed worker to come back: served (it did), expired (grace over or nobody awaited), deadline',
@@ -213,6 +227,14 @@ export class EngineMetrics {
 
   workerFrozen(): void {
     this.frozen.inc();
+  }
+
+  workerLimit(reason: string): void {
+    this.workerRefusals.inc({ reason });
+  }
+
+  registrationConflict(kind: 'route' | 'function'): void {
+    this.routeConflicts.inc({ kind });
   }
 
   /** A GraceObserver (src/invocation/grace-invoker.ts). */

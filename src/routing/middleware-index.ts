@@ -54,6 +54,8 @@ export class MiddlewareIndex {
   private readonly scoped: boolean;
   /** Every binding in execution order, whatever its phase and scope (for the admin view and tests). */
   readonly ordered: readonly MiddlewareBinding[];
+  /** Some binding runs only on its own principal's routes (registered through a listener with `rbac`). */
+  readonly hasRestricted: boolean;
 
   constructor(
     bindings: readonly MiddlewareBinding[],
@@ -71,6 +73,7 @@ export class MiddlewareIndex {
     for (const list of Object.values(this.global)) list.sort(compareMiddleware);
     this.scoped = scoped;
     this.ordered = [...bindings].sort(compareMiddleware);
+    this.hasRestricted = bindings.some((binding) => binding.restrictedTo !== undefined);
   }
 
   private insert(binding: MiddlewareBinding, scopePath: string): void {

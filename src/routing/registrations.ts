@@ -15,6 +15,10 @@ export interface FunctionRecord {
   responseFormat?: unknown;
   /** Set for an HTTP-invoked function: the engine calls this URL instead of the worker (docs/protocol.md). */
   invocation?: HttpInvocation;
+  /** Who registered it (worker-session.ts); unset: the main listener. Another principal cannot join it. */
+  principal?: string;
+  /** Wall-clock registration time: the oldest registration of a function id holds it (docs/security.md). */
+  registeredAt?: number;
 }
 
 /** An HTTP-invoked function's target, as `registerfunction`'s `invocation` gave it (iii's shape). */
@@ -58,7 +62,9 @@ export type TriggerRecord = TriggerSpec & {
   id: string;
   functionId: string;
   workerId: string;
-  /** Wall-clock registration time, then `seq`: orders bindings across owners ("newest wins"). */
+  /** Who registered it (worker-session.ts); unset: the main listener. */
+  principal?: string;
+  /** Wall-clock registration time, then `seq`: orders bindings across owners (the oldest holds a route). */
   registeredAt: number;
   seq: number;
 };
@@ -90,6 +96,10 @@ export interface WorkerSummary {
  */
 export interface DepartedWorker {
   workerId: string;
+  /** Its principal (worker-session.ts): its functions stay held for it during the grace. */
+  principal?: string;
+  /** When it connected: its functions were registered no earlier (which registration is older). */
+  since?: number;
   functionIds: readonly string[];
   triggers: readonly TriggerRecord[];
 }
@@ -130,6 +140,8 @@ export interface MiddlewareBinding {
   triggerId: string;
   functionId: string;
   ownerId: string;
+  /** Registered through a listener with `rbac`: the middleware only runs on routes of this principal. */
+  restrictedTo?: string;
   phase: MiddlewarePhase;
   scopePath?: string;
   priority: number;

@@ -3,6 +3,7 @@ import { MiddlewareIndex } from './middleware-index.js';
 import type { PathPattern } from './path-pattern.js';
 import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint, TriggerRecord } from './registrations.js';
 import { compareRegistration } from './registrations.js';
+import { MAIN_PRINCIPAL, isRestricted } from './principal.js';
 import { Router } from './router.js';
 
 /** One routable binding: the winner among triggers of the same method and path shape. */
@@ -14,6 +15,20 @@ export interface HttpRoute {
   ownerId: string;
   conditionFunctionId?: string;
   middlewareFunctionIds?: readonly string[];
+  /** Who registered the binding (worker-session.ts): restricted middleware only runs on its own principal's routes. */
+  principal: string;
+}
+
+/**
+ * A registration that lost to an older one (docs/security.md#route-ownership): the process that holds
+ * it (`ownerId`) drops it and tells its worker. `id` is the trigger id (route) or the function id.
+ */
+export interface RegistrationConflict {
+  kind: 'route' | 'function';
+  ownerId: string;
+  workerId: string;
+  id: string;
+  reason: string;
 }
 
 /** An immutable view of the whole table; a request keeps the one it started with. */
@@ -31,6 +46,10 @@ export interface RoutingState {
    * to one of them waits for it to be registered again (src/invocation/grace-invoker.ts).
    */
   awaitedFunctions: ReadonlySet<string>;
+  /** Each function's metadata as registered (expose_functions' metadata filters). */
+  functionMetadata: ReadonlyMap<string, Record<string, unknown>>;
+  /** Registrations that lost to an older holder; each owner drops its own (engine.ts). */
+  conflicts: readonly RegistrationConflict[];
 }
 
 /** The local process's registrations, pulled only when the table rebuilds. */
@@ -145,9 +164,14 @@ export class RouteTable {
 
   private build(): RoutingState {
     const snapshots = this.snapshots();
+    const conflicts: RegistrationConflict[] = [];
+    const functionHolders = holdersOfFunctions(snapshots, conflicts);
     const functionOwners = new Map<string, string[]>();
+    const functionMetadata = new Map<string, Record<string, unknown>>();
     for (const snapshot of snapshots) {
       for (const fn of snapshot.functions) {
+        if (functionHolders.get(fn.id) !== (fn.principal ?? MAIN_PRINCIPAL)) continue;
+        if (fn.metadata !== undefined && !functionMetadata.has(fn.id)) functionMetadata.set(fn.id, fn.metadata);
         const owners = functionOwners.get(fn.id);
         if (owners === undefined) functionOwners.set(fn.id, [snapshot.ownerId]);
         else if (!owners.includes(snapshot.ownerId)) owners.push(snapshot.ownerId);
@@ -161,7 +185,7 @@ export class RouteTable {
       }
     }
 
-    const byShape = new Map<string, { trigger: TriggerRecord & { type: 'http' }; ownerId: string; live: boolean }>();
+    const byShape = new Map<string, Candidate[]>();
     const middleware: MiddlewareBinding[] = [...this.configMiddleware];
     for (const { ownerId, trigger, departed } of triggersOf(snapshots)) {
       if (trigger.type === 'http_middleware') {
@@ -172,6 +196,7 @@ export class RouteTable {
           triggerId: trigger.id,
           functionId: trigger.functionId,
           ownerId,
+          ...(isRestricted(trigger.principal) ? { restrictedTo: trigger.principal as string } : {}),
           phase: trigger.middleware.phase,
           ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
           priority: trigger.middleware.priority,
@@ -181,31 +206,31 @@ export class RouteTable {
         continue;
       }
       const key = `${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`;
-      const live = functionOwners.has(trigger.functionId);
-      const held = byShape.get(key);
-      // The newest live binding wins; a dead binding only wins when nothing live is bound.
-      if (
-        held === undefined ||
-        (live && !held.live) ||
-        (live === held.live &&
-          compareRegistration({ ...trigger, ownerId }, { ...held.trigger, ownerId: held.ownerId }) > 0)
-      ) {
-        byShape.set(key, { trigger, ownerId, live });
-      }
+      const candidate: Candidate = { trigger, ownerId, departed, live: functionOwners.has(trigger.functionId) };
+      const group = byShape.get(key);
+      if (group === undefined) byShape.set(key, [candidate]);
+      else group.push(candidate);
+    }
+
+    const winners = new Map<string, Candidate>();
+    for (const [key, group] of byShape) {
+      const winner = routeHolder(group, conflicts);
+      if (winner !== undefined) winners.set(key, winner);
     }
 
     // A departed worker's function whose every trigger was a route binding now served by a live one
     // is not awaited: nothing should wait for it (a call still routed to it fails at once).
-    for (const id of supersededDepartedFunctions(snapshots, awaitedFunctions, byShape)) awaitedFunctions.delete(id);
+    for (const id of supersededDepartedFunctions(snapshots, awaitedFunctions, winners)) awaitedFunctions.delete(id);
 
     const routes: HttpRoute[] = [];
-    for (const { trigger, ownerId } of byShape.values()) {
+    for (const { trigger, ownerId } of winners.values()) {
       const route: HttpRoute = {
         method: trigger.http.httpMethod,
         pattern: trigger.http.pattern,
         triggerId: trigger.id,
         functionId: trigger.functionId,
         ownerId,
+        principal: trigger.principal ?? MAIN_PRINCIPAL,
       };
       if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
       if (trigger.http.middlewareFunctionIds !== undefined) {
@@ -221,8 +246,108 @@ export class RouteTable {
       middleware: new MiddlewareIndex(middleware, this.ignoreTrailingSlash),
       functionOwners,
       awaitedFunctions,
+      functionMetadata,
+      conflicts,
     };
   }
+}
+
+type HttpTrigger = TriggerRecord & { type: 'http' };
+
+interface Candidate {
+  trigger: HttpTrigger;
+  ownerId: string;
+  /** From a worker gone within the reconnect grace. */
+  departed: boolean;
+  /** Its function is served by a connected worker. */
+  live: boolean;
+}
+
+const byAge = (a: Candidate, b: Candidate): number => compareRegistration({ ...a.trigger, ownerId: a.ownerId }, { ...b.trigger, ownerId: b.ownerId });
+const principalOf = (candidate: Candidate): string => candidate.trigger.principal ?? MAIN_PRINCIPAL;
+
+/**
+ * Route ownership (docs/security.md#route-ownership): the oldest binding of a method and path shape
+ * holds it for its principal — also while its worker is away within the reconnect grace. Bindings of
+ * the holder's principal with the same function and path are replicas; every other binding registered
+ * by a connected worker is a conflict, refused by its owner (iii refuses a same-shape route with other
+ * parameter names; Switchyard also refuses another function or principal instead of letting it take
+ * the route). Within the holder's principal a reconnecting worker's binding replaces a departed one,
+ * even with another function (a redeploy may rename it). Among replicas the newest live one serves.
+ */
+function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Candidate | undefined {
+  group.sort(byAge);
+  const oldest = group[0] as Candidate;
+  const principal = principalOf(oldest);
+  const first = group.find((candidate) => !candidate.departed && principalOf(candidate) === principal);
+  const reference = first ?? oldest;
+  const compatible = (candidate: Candidate): boolean =>
+    principalOf(candidate) === principal &&
+    candidate.trigger.functionId === reference.trigger.functionId &&
+    candidate.trigger.http.apiPath === reference.trigger.http.apiPath;
+  let winner: Candidate | undefined;
+  for (const candidate of group) {
+    if (candidate.departed) {
+      // A departed binding stands in until its principal registers the route again.
+      if (first === undefined && compatible(candidate) && (winner === undefined || preferable(candidate, winner))) winner = candidate;
+      continue;
+    }
+    if (!compatible(candidate)) {
+      conflicts.push({
+        kind: 'route',
+        ownerId: candidate.ownerId,
+        workerId: candidate.trigger.workerId,
+        id: candidate.trigger.id,
+        reason: `route ${candidate.trigger.http.httpMethod} ${candidate.trigger.http.apiPath} conflicts with ${reference.trigger.http.httpMethod} ${reference.trigger.http.apiPath}, registered earlier for function ${reference.trigger.functionId}${principalOf(candidate) === principal ? '' : ' by another principal'}; the earlier registration keeps the route`,
+      });
+      continue;
+    }
+    if (winner === undefined || winner.departed || preferable(candidate, winner)) winner = candidate;
+  }
+  return winner;
+}
+
+/** Live before dead, then newest. */
+function preferable(candidate: Candidate, held: Candidate): boolean {
+  if (candidate.live !== held.live) return candidate.live;
+  return byAge(candidate, held) > 0;
+}
+
+/**
+ * Which principal holds each function id: one whose worker is away within the reconnect grace, else
+ * the oldest registration's. Registrations of any other principal are conflicts: another principal
+ * cannot become a replica of a function and take a share of its calls (docs/security.md).
+ */
+function holdersOfFunctions(snapshots: readonly OwnerSnapshot[], conflicts: RegistrationConflict[]): Map<string, string> {
+  const holders = new Map<string, { principal: string; at: number; ownerId: string; workerId: string }>();
+  const claim = (id: string, principal: string, at: number, ownerId: string, workerId: string): void => {
+    const held = holders.get(id);
+    if (held === undefined || at < held.at || (at === held.at && (ownerId < held.ownerId || (ownerId === held.ownerId && workerId < held.workerId)))) {
+      holders.set(id, { principal, at, ownerId, workerId });
+    }
+  };
+  for (const snapshot of snapshots) {
+    for (const departed of snapshot.departed ?? []) {
+      // Registered no earlier than its worker connected.
+      for (const id of departed.functionIds) claim(id, departed.principal ?? MAIN_PRINCIPAL, departed.since ?? 0, snapshot.ownerId, departed.workerId);
+    }
+    for (const fn of snapshot.functions) claim(fn.id, fn.principal ?? MAIN_PRINCIPAL, fn.registeredAt ?? 0, snapshot.ownerId, fn.workerId);
+  }
+  const result = new Map<string, string>();
+  for (const [id, held] of holders) result.set(id, held.principal);
+  for (const snapshot of snapshots) {
+    for (const fn of snapshot.functions) {
+      if ((fn.principal ?? MAIN_PRINCIPAL) === result.get(fn.id)) continue;
+      conflicts.push({
+        kind: 'function',
+        ownerId: snapshot.ownerId,
+        workerId: fn.workerId,
+        id: fn.id,
+        reason: `function ${fn.id} is registered by another principal already`,
+      });
+    }
+  }
+  return result;
 }
 
 /** Awaited functions all of whose departed triggers are route bindings that lost to a live binding. */

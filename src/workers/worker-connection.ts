@@ -13,6 +13,7 @@ import type {
   InvokeFunctionMessage,
   RegisterFunctionMessage,
   RegisterTriggerMessage,
+  RegisterTriggerTypeMessage,
   ReattachMessage,
 } from '../protocol/messages.js';
 import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
@@ -25,6 +26,13 @@ import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
 import { WorkerOutbound } from './worker-outbound.js';
 import { isPlainObject } from '../values.js';
+import { RegistrationGate } from './registration-gate.js';
+import type { Gated } from './registration-gate.js';
+import type { WorkerSession } from './worker-session.js';
+import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
+
+/** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_refusals_total{reason}). */
+export type WorkerLimitKind = 'registrations' | 'calls_in_flight' | 'frames_per_second' | 'queued_bytes' | 'auth_refused';
 
 export interface WorkerConnectionDeps {
   hub: WorkerHub<WorkerConnection>;
@@ -46,6 +54,10 @@ export interface WorkerConnectionDeps {
   engineFunctions: EngineFunctions;
   /** Calls HTTP-invoked functions; without it, registrations with `invocation` are refused. */
   httpFunctions?: HttpFunctionCaller;
+  /** A function's metadata as the cluster table holds it (expose_functions' metadata filters). */
+  functionMetadata?: (functionId: string) => Record<string, unknown> | undefined;
+  /** A per-worker limit refused something (metrics). */
+  onLimit?: (kind: WorkerLimitKind) => void;
 }
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
@@ -62,6 +74,9 @@ const MALFORMED_WARN_INTERVAL_MS = 10_000;
 const MALFORMED_WARNS_PER_INTERVAL = 10;
 
 let nextHeartbeatSlot = 0;
+
+/** WebSocket close code for a worker closed for breaking a limit. */
+const CLOSE_POLICY_VIOLATION = 1008;
 
 const isRecord = isPlainObject;
 
@@ -86,6 +101,15 @@ export class WorkerConnection implements HubMember {
   readonly pending = new PendingInvocations();
   info: WorkerInfo = {};
   private closed = false;
+  /** Calls this worker made through the engine that have not been answered yet. */
+  private callsInFlight = 0;
+  /** Frames received in the current one-second window (max_frames_per_second). */
+  private framesThisSecond = 0;
+  private windowStart = 0;
+  private rateLimited = false;
+  /** Registrations wait for hooks one at a time, in the order the worker sent them. */
+  private registrations: Promise<void> = Promise.resolve();
+  private readonly gate: RegistrationGate;
   /** Heartbeat ticks since the last frame or pong from the worker. */
   private silentTicks = 0;
   private readonly malformedWarnings: WarnThrottle;
@@ -98,10 +122,27 @@ export class WorkerConnection implements HubMember {
     readonly remoteAddress: string,
     /** The socket under the WebSocket, when the caller has it: sends are batched on it. */
     transport?: CorkableTransport,
+    /** What this connection may do; unset: the main listener's open session. */
+    readonly session: WorkerSession = new Session({ index: 0, limits: DEFAULT_LIMITS }, OPEN_AUTH),
   ) {
     this.logger = deps.logger.child({ workerId: this.id });
     this.malformedWarnings = new WarnThrottle(this.logger, MALFORMED_WARN_INTERVAL_MS, MALFORMED_WARNS_PER_INTERVAL);
-    this.outbound = new WorkerOutbound(socket, this.logger, () => this.closed, transport);
+    this.outbound = new WorkerOutbound(socket, this.logger, () => this.closed, transport, {
+      maxQueuedBytes: session.policy.limits.maxQueuedBytes,
+      onOverflow: (queued) => {
+        this.deps.onLimit?.('queued_bytes');
+        this.logger.warn({ queuedBytes: queued, limit: session.policy.limits.maxQueuedBytes }, 'worker does not read what it is sent: closing it (max_queued_bytes)');
+        this.close(CLOSE_POLICY_VIOLATION, 'max_queued_bytes exceeded');
+        this.socket.terminate();
+      },
+    });
+    this.gate = new RegistrationGate(session, (functionId, data) =>
+      this.deps.invoker.invoke(functionId, data, { deadline: performance.now() + this.deps.workerCallTimeoutMs }),
+    );
+  }
+
+  get principal(): string {
+    return this.session.principal;
   }
 
   get isOpen(): boolean {
@@ -110,10 +151,7 @@ export class WorkerConnection implements HubMember {
 
   start(): void {
     this.deps.hub.add(this);
-    this.socket.on('message', (data: WebSocket.RawData) => {
-      this.silentTicks = 0;
-      this.handleFrame(data);
-    });
+    this.socket.on('message', (data: WebSocket.RawData) => this.receive(data));
     this.socket.on('pong', () => {
       this.silentTicks = 0;
     });
@@ -124,6 +162,32 @@ export class WorkerConnection implements HubMember {
     this.socket.on('error', (err: Error) => this.logger.warn({ err }, 'worker socket error'));
     this.send(encodeFrame({ type: 'workerregistered', worker_id: this.id, reattach_token: this.reattachToken }));
     this.logger.info({ remoteAddress: this.remoteAddress }, 'worker connected');
+  }
+
+  /** One frame from the worker (also frames that arrived while its session was being authenticated). */
+  receive(data: WebSocket.RawData): void {
+    this.silentTicks = 0;
+    const maxFrames = this.session.policy.limits.maxFramesPerSecond;
+    if (maxFrames > 0) this.countFrame(maxFrames);
+    this.handleFrame(data);
+  }
+
+  /** max_frames_per_second: past it, reading stops until the second is over (TCP pushes back on the worker). */
+  private countFrame(maxFrames: number): void {
+    const now = performance.now();
+    if (now - this.windowStart >= 1000) {
+      this.windowStart = now;
+      this.framesThisSecond = 0;
+    }
+    if (++this.framesThisSecond < maxFrames || this.rateLimited) return;
+    this.rateLimited = true;
+    this.deps.onLimit?.('frames_per_second');
+    this.logger.warn({ limit: maxFrames }, 'worker sends more frames per second than max_frames_per_second: reading paused for the rest of the second');
+    this.socket.pause();
+    setTimeout(() => {
+      this.rateLimited = false;
+      if (!this.closed) this.socket.resume();
+    }, Math.max(1, 1000 - (now - this.windowStart))).unref();
   }
 
   /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */
@@ -140,7 +204,7 @@ export class WorkerConnection implements HubMember {
       return this.deps.httpFunctions.call(functionId, httpTarget, data, timeoutMs, invocationId);
     }
     // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
-    const frame = encodeInvocation(invocationId, functionId, toJson(data), trace?.traceparent, trace?.baggage);
+    const frame = encodeInvocation(invocationId, this.session.workerId(functionId), toJson(data), trace?.traceparent, trace?.baggage);
     const result = this.pending.add(invocationId, functionId, timeoutMs);
     if (!this.send(frame)) {
       // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.
@@ -158,7 +222,7 @@ export class WorkerConnection implements HubMember {
       return true;
     }
     return this.send(
-      `{"type":"invokefunction","function_id":${JSON.stringify(functionId)},"data":${toJson(data)},"action":{"type":"void"}}`,
+      `{"type":"invokefunction","function_id":${JSON.stringify(this.session.workerId(functionId))},"data":${toJson(data)},"action":{"type":"void"}}`,
     );
   }
 
@@ -228,16 +292,24 @@ export class WorkerConnection implements HubMember {
         this.handleInvoke(message);
         return;
       case 'registerfunction':
-        this.registerFunction(message);
+        this.inOrder(() => this.gate.function(message), (gated) => this.registerFunction(gated), 'function', message.id);
         return;
-      case 'unregisterfunction':
-        if (this.functions.delete(message.id)) this.deps.hub.functionRemoved(this, message.id);
+      case 'unregisterfunction': {
+        const id = this.session.registeredId(message.id);
+        this.inOrder(undefined, () => {
+          if (this.functions.delete(id)) this.deps.hub.functionRemoved(this, id);
+        });
         return;
+      }
       case 'registertrigger':
-        this.registerTrigger(message);
+        this.inOrder(() => this.gate.trigger(message), (gated) => this.registerTrigger(gated, message), 'trigger', message.id, (reason) =>
+          this.refuseTrigger(message, 'FORBIDDEN', reason),
+        );
         return;
       case 'unregistertrigger':
-        if (this.triggers.delete(message.id) || this.customTriggers.delete(message.id)) this.deps.hub.triggersChanged();
+        this.inOrder(undefined, () => {
+          if (this.triggers.delete(message.id) || this.customTriggers.delete(message.id)) this.deps.hub.triggersChanged();
+        });
         return;
       case 'ping':
         this.send(encodeFrame({ type: 'pong' }));
@@ -250,18 +322,13 @@ export class WorkerConnection implements HubMember {
       case 'registerservice':
         this.services.set(message.id, { name: message.name, description: message.description });
         return;
-      case 'registertriggertype': {
-        if (BUILT_IN_TRIGGER_TYPES.has(message.id)) {
-          this.logger.warn({ triggerType: message.id }, 'a worker cannot provide a built-in trigger type; ignored');
-          return;
-        }
-        this.triggerTypes.set(message.id, triggerTypeRecord(message.id, message.description, this.id, this.deps.hub.nextSeq()));
-        this.logger.info({ triggerType: message.id }, 'worker provides a trigger type');
-        this.deps.hub.triggersChanged();
+      case 'registertriggertype':
+        this.inOrder(() => this.gate.triggerType(message), (gated) => this.registerTriggerType(gated), 'trigger type', message.id);
         return;
-      }
       case 'unregistertriggertype':
-        if (this.triggerTypes.delete(message.id)) this.deps.hub.triggersChanged();
+        this.inOrder(undefined, () => {
+          if (this.triggerTypes.delete(message.id)) this.deps.hub.triggersChanged();
+        });
         return;
       case 'triggerregistrationresult':
         // A provider refused a trigger delivered to it: the binding stays (it is redelivered when a
@@ -281,17 +348,112 @@ export class WorkerConnection implements HubMember {
     this.malformedWarnings.warn('malformed', fields, 'malformed worker frame ignored');
   }
 
+  /**
+   * Runs a registration step after the gate (hooks) has decided, in the order the worker sent them.
+   * Without hooks the gate answers at once and the step runs synchronously, as before sessions existed.
+   */
+  private inOrder<T>(
+    decide: (() => Gated<T> | Promise<Gated<T>>) | undefined,
+    apply: (message: T) => void,
+    what?: string,
+    id?: string,
+    refused?: (reason: string) => void,
+  ): void {
+    const settle = (gated: Gated<T> | undefined): void => {
+      if (this.closed) return;
+      if (gated === undefined) {
+        apply(undefined as T);
+        return;
+      }
+      if (!gated.ok) {
+        this.logger.warn({ kind: what, id, reason: gated.reason }, 'registration refused by the listener\'s RBAC');
+        refused?.(gated.reason);
+        return;
+      }
+      apply(gated.message);
+    };
+    if (!this.gate.hasHooks) {
+      // No hook to wait for: decided and applied in this turn, in the order the frames came.
+      settle(decide?.() as Gated<T> | undefined);
+      return;
+    }
+    this.registrations = this.registrations
+      .then(async () => settle(this.closed || decide === undefined ? undefined : await decide()))
+      .catch((err: unknown) => this.logger.error({ err }, 'registration step failed'));
+  }
+
+  /** max_registrations: functions, triggers and trigger types held by this connection. */
+  private registrationRoom(kind: string, id: string): boolean {
+    const held = this.functions.size + this.triggers.size + this.customTriggers.size + this.triggerTypes.size;
+    if (held < this.session.policy.limits.maxRegistrations) return true;
+    this.deps.onLimit?.('registrations');
+    this.logger.warn({ kind, id, limit: this.session.policy.limits.maxRegistrations }, 'registration refused: the worker holds max_registrations already');
+    return false;
+  }
+
   private registerFunction(message: RegisterFunctionMessage): void {
+    if (!this.functions.has(message.id) && !this.registrationRoom('function', message.id)) return;
     const record = functionRecord(message, this.id, this.deps.httpFunctions);
     if ('refused' in record) {
       this.logger.warn({ functionId: message.id, reason: record.refused }, 'HTTP-invoked function registration refused');
       return;
     }
+    record.principal = this.session.principal;
+    record.registeredAt = this.functions.get(message.id)?.registeredAt ?? Date.now();
     this.functions.set(message.id, record);
     this.deps.hub.functionAdded(this, message.id);
   }
 
-  private registerTrigger(message: RegisterTriggerMessage): void {
+  private registerTriggerType(message: RegisterTriggerTypeMessage): void {
+    if (BUILT_IN_TRIGGER_TYPES.has(message.id)) {
+      this.logger.warn({ triggerType: message.id }, 'a worker cannot provide a built-in trigger type; ignored');
+      return;
+    }
+    if (!this.triggerTypes.has(message.id) && !this.registrationRoom('trigger type', message.id)) return;
+    this.triggerTypes.set(message.id, triggerTypeRecord(message.id, message.description, this.id, this.deps.hub.nextSeq()));
+    this.logger.info({ triggerType: message.id }, 'worker provides a trigger type');
+    this.deps.hub.triggersChanged();
+  }
+
+  /** Tells the worker a trigger was refused (iii-sdk logs it); `asSent` is the registration as the worker sent it. */
+  refuseTrigger(asSent: Pick<RegisterTriggerMessage, 'id' | 'trigger_type' | 'function_id'>, code: string, message: string): void {
+    this.send(
+      encodeFrame({
+        type: 'triggerregistrationresult',
+        id: asSent.id,
+        trigger_type: asSent.trigger_type,
+        function_id: asSent.function_id,
+        error: { code, message },
+      }),
+    );
+  }
+
+  /**
+   * A trigger lost a route conflict to an older binding (route-table.ts): it is dropped here and the
+   * worker told, with iii's code for a conflicting route.
+   */
+  dropConflictingTrigger(triggerId: string, reason: string): void {
+    const trigger = this.triggers.get(triggerId);
+    if (trigger === undefined) return;
+    this.triggers.delete(triggerId);
+    this.logger.warn({ triggerId, functionId: trigger.functionId, reason }, 'trigger registration refused: route held by another binding');
+    this.refuseTrigger({ id: triggerId, trigger_type: trigger.type, function_id: this.session.workerId(trigger.functionId) }, 'trigger_registration_failed', reason);
+    this.deps.hub.triggersChanged();
+  }
+
+  /** A function lost to an older registration of the same id by another principal (route-table.ts). */
+  dropConflictingFunction(functionId: string, reason: string): void {
+    if (!this.functions.delete(functionId)) return;
+    this.logger.warn({ functionId, reason }, 'function registration refused: held by another principal');
+    this.deps.hub.functionRemoved(this, functionId);
+  }
+
+  private registerTrigger(message: RegisterTriggerMessage, asSent: RegisterTriggerMessage): void {
+    const known = this.triggers.has(message.id) || this.customTriggers.has(message.id);
+    if (!known && !this.registrationRoom('trigger', message.id)) {
+      this.refuseTrigger(asSent, 'registration_limit', `the worker holds max_registrations (${this.session.policy.limits.maxRegistrations}) already`);
+      return;
+    }
     if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {
       // A worker-provided type: kept (parked while no worker provides the type, as iii does) and
       // delivered to the provider wherever it is connected (trigger-delivery.ts). No ack, as iii.
@@ -322,6 +484,7 @@ export class WorkerConnection implements HubMember {
       id: message.id,
       functionId: message.function_id,
       workerId: this.id,
+      principal: this.session.principal,
       registeredAt: Date.now(),
       seq: this.deps.hub.nextSeq(),
     };
@@ -331,11 +494,31 @@ export class WorkerConnection implements HubMember {
 
   private handleInvoke(message: InvokeFunctionMessage): void {
     const invocationId = message.invocation_id;
+    const session = this.session;
+    if (session.policy.rbac !== undefined) {
+      if (!session.mayCall(message.function_id, this.deps.functionMetadata?.(message.function_id))) {
+        this.logger.info({ functionId: message.function_id }, 'call refused by the listener\'s RBAC');
+        if (invocationId !== undefined) this.send(encodeInvocationResult(invocationId, message.function_id, { ok: false, error: session.forbidden(message.function_id) }));
+        return;
+      }
+    }
+    const middlewareId = session.policy.middlewareFunctionId;
+    if (middlewareId !== undefined && !message.function_id.startsWith('engine::')) {
+      // iii's listener middleware: it gets the call instead, and decides whether to make it.
+      const middlewareInput = { function_id: message.function_id, payload: message.data, action: message.action ?? null, context: session.auth.context };
+      this.callThrough({ ...message, function_id: middlewareId, data: middlewareInput }, invocationId, message.function_id);
+      return;
+    }
+    this.callThrough(message, invocationId, message.function_id);
+  }
+
+  /** Makes a worker's call; the answer names `replyId` (the function the worker asked for). */
+  private callThrough(message: InvokeFunctionMessage, invocationId: string | undefined, replyId: string): void {
     const engineFunction = this.deps.engineFunctions.get(message.function_id);
     if (engineFunction !== undefined) {
       void this.deps.engineFunctions.call(engineFunction, message.data, this).then((result) => {
         if (invocationId !== undefined && message.action?.type !== 'void') {
-          this.send(encodeInvocationResult(invocationId, message.function_id, result));
+          this.send(encodeInvocationResult(invocationId, replyId, result));
         }
       });
       return;
@@ -346,6 +529,17 @@ export class WorkerConnection implements HubMember {
       }
       return;
     }
+    if (this.callsInFlight >= this.session.policy.limits.maxCallsInFlight) {
+      this.deps.onLimit?.('calls_in_flight');
+      this.send(
+        encodeInvocationResult(invocationId, replyId, {
+          ok: false,
+          error: { code: 'too_many_calls', message: `the worker has max_calls_in_flight (${this.session.policy.limits.maxCallsInFlight}) calls in flight already` },
+        }),
+      );
+      return;
+    }
+    this.callsInFlight++;
     const deadline = performance.now() + this.deps.workerCallTimeoutMs;
     // The caller's trace context goes on with its call (iii-sdk sends traceparent and baggage).
     const options = {
@@ -355,8 +549,9 @@ export class WorkerConnection implements HubMember {
     };
     this.deps.invoker
       .invoke(message.function_id, message.data, options)
-      .then((outcome) => this.send(encodeInvocationResult(invocationId, message.function_id, callReply(outcome))))
-      .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'));
+      .then((outcome) => this.send(encodeInvocationResult(invocationId, replyId, callReply(outcome))))
+      .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'))
+      .finally(() => this.callsInFlight--);
   }
 
   /** What the worker told about itself through engine::workers::register. */

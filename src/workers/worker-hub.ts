@@ -36,6 +36,8 @@ export interface HubMember {
   readonly customTriggers: ReadonlyMap<string, CustomTriggerRecord>;
   readonly info: WorkerInfo;
   readonly isOpen: boolean;
+  /** Who registered through this connection (worker-session.ts); unset: the main listener. */
+  readonly principal?: string;
   /** Removes the connection at once on behalf of its reattached successor. */
   retire(): void;
 }
@@ -119,6 +121,8 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
     }
     const record: DepartedWorker = {
       workerId: connection.id,
+      ...(connection.principal === undefined ? {} : { principal: connection.principal }),
+      since: connection.connectedAt,
       functionIds: [...connection.functions.keys()],
       triggers: [...connection.triggers.values()],
     };

@@ -38,7 +38,11 @@ export class WorkerOutbound {
     private readonly isClosed: () => boolean,
     /** When the caller has it, sends are batched on it. */
     private readonly transport?: CorkableTransport,
+    /** max_queued_bytes: past it the worker is closed (`onOverflow`), once. */
+    private readonly overflow?: { maxQueuedBytes: number; onOverflow: (queued: number) => void },
   ) {}
+
+  private overflowed = false;
 
   /** Sends one frame; the caller checked the socket is open. */
   send(frame: string): void {
@@ -51,6 +55,11 @@ export class WorkerOutbound {
     }
     this.socket.send(frame);
     const queued = this.socket.bufferedAmount;
+    if (this.overflow !== undefined && queued > this.overflow.maxQueuedBytes && !this.overflowed) {
+      this.overflowed = true;
+      this.overflow.onOverflow(queued);
+      return;
+    }
     if (queued < OUTBOUND_LOW_WATER_BYTES) {
       this.sendsWhileBacklogged = 0;
     } else if ((++this.sendsWhileBacklogged > MAX_SENDS_WHILE_BACKLOGGED || queued > OUTBOUND_HIGH_WATER_BYTES) && !this.readsPaused) {

@@ -15,6 +15,10 @@ import type { WorkerConnectionDeps } from './worker-connection.js';
 import { WorkerConnection } from './worker-connection.js';
 import type { TelemetryCounters, TelemetrySink } from './telemetry-intake.js';
 import { TelemetryIntake } from './telemetry-intake.js';
+import type { ListenerPolicy } from './worker-session.js';
+import { OPEN_AUTH, WorkerSession, authInput, parseAuthResult } from './worker-session.js';
+import { performance } from 'node:perf_hooks';
+import type WebSocket from 'ws';
 
 /** Close code for a worker refused at the door (wrong or missing token). */
 export const CLOSE_UNAUTHORIZED = 4401;
@@ -39,6 +43,9 @@ function tokenMatches(header: string | undefined, expected: string): boolean {
   const wanted = Buffer.from(expected);
   return given.length === wanted.length && timingSafeEqual(given, wanted);
 }
+
+/** Frames a worker may send before its auth function has answered; more end the connection. */
+const MAX_FRAMES_BEFORE_AUTH = 10_000;
 
 /** The heartbeat interval is split into this many ticks, each pinging a tenth of the workers. */
 const HEARTBEAT_SLICES = 10;
@@ -68,13 +75,25 @@ export class WorkerServer {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly channelEndpoint: ChannelEndpoint | undefined;
 
+  /** The connections this listener accepted (the hub holds those of every listener). */
+  private readonly accepted = new Set<WorkerConnection>();
+  private readonly policy: ListenerPolicy;
+
   constructor(
     private readonly config: WorkersConfig,
     private readonly deps: WorkerConnectionDeps,
     private readonly logger: Logger,
     channels?: WorkerServerChannels,
     telemetry: WorkerServerTelemetry = {},
+    /** Which `iii-worker-manager` entry this listener is: 0 is the main one. */
+    index = 0,
   ) {
+    this.policy = {
+      index,
+      limits: config.limits,
+      ...(config.rbac === undefined ? {} : { rbac: config.rbac }),
+      ...(config.middlewareFunctionId === undefined ? {} : { middlewareFunctionId: config.middlewareFunctionId }),
+    };
     this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
     // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
     // past the engine's default deadline.
@@ -105,7 +124,7 @@ export class WorkerServer {
   async start(): Promise<number> {
     await listen(this.server, { port: this.config.port, host: this.config.host });
     const port = (this.server.address() as AddressInfo).port;
-    this.logger.info({ host: this.config.host, port }, 'worker listener started');
+    this.logger.info({ host: this.config.host, port, listener: this.policy.index, rbac: this.policy.rbac !== undefined }, 'worker listener started');
     this.startHeartbeat();
     return port;
   }
@@ -124,7 +143,7 @@ export class WorkerServer {
     let tick = 0;
     this.heartbeatTimer = setInterval(() => {
       const slice = tick++ % HEARTBEAT_SLICES;
-      for (const connection of [...this.deps.hub.all()]) {
+      for (const connection of [...this.accepted]) {
         if (connection.heartbeatSlot % HEARTBEAT_SLICES !== slice) continue;
         if (connection.heartbeat(maxSilentTicks, intervalMs)) this.deps.onFrozen?.();
       }
@@ -159,8 +178,52 @@ export class WorkerServer {
         setTimeout(() => ws.terminate(), REFUSED_CLOSE_GRACE_MS).unref();
         return;
       }
-      if (telemetry) this.telemetry.attach(ws, socket);
-      else new WorkerConnection(ws, this.deps, remoteAddress, socket).start();
+      if (this.policy.rbac?.authFunctionId === undefined) {
+        this.accept(ws, socket, remoteAddress, telemetry, new WorkerSession(this.policy, OPEN_AUTH));
+        return;
+      }
+      this.authenticate(request, ws, socket, remoteAddress, telemetry, this.policy.rbac.authFunctionId);
+    });
+  }
+
+  private accept(ws: WebSocket, socket: Duplex, remoteAddress: string, telemetry: boolean, session: WorkerSession, early: WebSocket.RawData[] = []): void {
+    if (telemetry) {
+      this.telemetry.attach(ws, socket);
+      return;
+    }
+    const connection = new WorkerConnection(ws, this.deps, remoteAddress, socket, session);
+    this.accepted.add(connection);
+    ws.once('close', () => this.accepted.delete(connection));
+    connection.start();
+    for (const frame of early) connection.receive(frame);
+  }
+
+  /**
+   * iii's RBAC handshake (rbac_session.rs): the listener's auth function is called with the upgrade's
+   * headers, query and address; its result is the session. Frames the worker sends meanwhile are kept
+   * and handled, in order, once it is in. A failure is sent as an `error` frame, then the socket closes.
+   */
+  private authenticate(request: IncomingMessage, ws: WebSocket, socket: Duplex, remoteAddress: string, telemetry: boolean, authFunctionId: string): void {
+    const early: WebSocket.RawData[] = [];
+    const keep = (data: WebSocket.RawData): void => {
+      if (early.length < MAX_FRAMES_BEFORE_AUTH) early.push(data);
+      else ws.terminate();
+    };
+    ws.on('message', keep);
+    const deadline = performance.now() + this.deps.workerCallTimeoutMs;
+    void this.deps.invoker.invoke(authFunctionId, authInput(request), { deadline }).then((outcome) => {
+      ws.off('message', keep);
+      if (ws.readyState !== ws.OPEN) return;
+      const result = outcome.ok ? parseAuthResult(outcome.value) : { error: outcome.failure.message };
+      if ('error' in result) {
+        this.deps.onLimit?.('auth_refused');
+        this.logger.warn({ remoteAddress, path: telemetry ? '/otel' : '/', reason: result.error }, 'worker refused by the auth function');
+        ws.send(JSON.stringify({ type: 'error', error: { code: 'AUTH_ERROR', message: result.error } }));
+        ws.close();
+        setTimeout(() => ws.terminate(), REFUSED_CLOSE_GRACE_MS).unref();
+        return;
+      }
+      this.accept(ws, socket, remoteAddress, telemetry, new WorkerSession(this.policy, result), early);
     });
   }
 
@@ -168,7 +231,7 @@ export class WorkerServer {
   close(graceMs = 1000): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.heartbeatTimer);
-      for (const connection of this.deps.hub.all()) connection.close(CLOSE_GOING_AWAY, 'engine shutting down');
+      for (const connection of this.accepted) connection.close(CLOSE_GOING_AWAY, 'engine shutting down');
       this.telemetry.close(CLOSE_GOING_AWAY, 'engine shutting down');
       const deadline = setTimeout(() => {
         for (const client of this.wss.clients) client.terminate();

@@ -55,6 +55,8 @@ const DEFAULTS: EngineConfig = {
     heartbeatIntervalMs: 2000,
     heartbeatTimeoutMs: 5000,
     handshakeTimeoutMs: 10000,
+    limits: { maxRegistrations: 10000, maxCallsInFlight: 1000, maxFramesPerSecond: 100000, maxQueuedBytes: 67108864 },
+    extraListeners: [],
   },
   cluster: {
     processes: availableParallelism(),
@@ -234,6 +236,8 @@ describe('other modules', () => {
       heartbeatIntervalMs: 250,
       heartbeatTimeoutMs: 1000,
       handshakeTimeoutMs: 10000,
+      limits: { maxRegistrations: 10000, maxCallsInFlight: 1000, maxFramesPerSecond: 100000, maxQueuedBytes: 67108864 },
+      extraListeners: [],
     });
   });
 
@@ -507,27 +511,57 @@ describe('the iii 0.22 workers: form', () => {
     ]);
   });
 
-  it('names what is not supported yet: RBAC keys and a second worker listener', () => {
+  it("reads iii's RBAC listeners: further iii-worker-manager entries with rbac and middleware_function_id", () => {
+    const config = parseConfig({
+      workers: [
+        { name: 'iii-worker-manager', config: { port: 49199 } },
+        {
+          name: 'iii-worker-manager',
+          config: {
+            host: '0.0.0.0',
+            port: 49135,
+            middleware_function_id: 'p::mw',
+            rbac: {
+              auth_function_id: 'p::auth',
+              on_function_registration_function_id: 'p::on-fn',
+              on_trigger_registration_function_id: 'p::on-trigger',
+              on_trigger_type_registration_function_id: 'p::on-type',
+              expose_functions: ['match("api::*")', "match('*::public')", { metadata: { public: true, tier: 'match("*free*")' } }],
+            },
+          },
+        },
+      ],
+    });
+    expect(config.workers.port).toBe(49199);
+    expect(config.workers.rbac).toBeUndefined();
+    expect(config.workers.extraListeners).toHaveLength(1);
+    const listener = config.workers.extraListeners[0];
+    expect(listener?.port).toBe(49135);
+    expect(listener?.middlewareFunctionId).toBe('p::mw');
+    expect(listener?.rbac).toStrictEqual({
+      authFunctionId: 'p::auth',
+      onFunctionRegistrationFunctionId: 'p::on-fn',
+      onTriggerRegistrationFunctionId: 'p::on-trigger',
+      onTriggerTypeRegistrationFunctionId: 'p::on-type',
+      exposeFunctions: [{ match: 'api::*' }, { match: '*::public' }, { metadata: { public: { equals: true }, tier: { match: '*free*' } } }],
+    });
+  });
+
+  it('refuses a bad function filter, and a further listener without a port of its own', () => {
     expect(
       issuesOf({
         workers: [
           { name: 'iii-worker-manager', config: { port: 49199 } },
-          { name: 'iii-worker-manager', config: { port: 49135, rbac: { auth_function_id: 'a' } } },
+          { name: 'iii-worker-manager', config: { port: 49199 } },
+          { name: 'iii-worker-manager', config: {} },
+          { name: 'iii-worker-manager', config: { port: 49300, rbac: { expose_functions: ['api::*', { metadata: {} }] } } },
         ],
-      }),
+      }).map((issue) => issue.path),
     ).toEqual([
-      {
-        path: 'workers[1](iii-worker-manager)',
-        message:
-          'a second worker listener is not supported yet (iii uses extra iii-worker-manager entries for RBAC listeners; docs/compatibility.md); iii-worker-manager is already configured at workers[0](iii-worker-manager)',
-      },
-    ]);
-    expect(issuesOf({ workers: [{ name: 'iii-worker-manager', config: { middleware_function_id: 'm', rbac: {} } }] })).toEqual([
-      { path: 'workers[0](iii-worker-manager).config.rbac', message: 'is not supported by Switchyard yet (worker RBAC; see docs/compatibility.md)' },
-      {
-        path: 'workers[0](iii-worker-manager).config.middleware_function_id',
-        message: 'is not supported by Switchyard yet (worker RBAC; see docs/compatibility.md)',
-      },
+      'workers[3](iii-worker-manager).config.rbac.expose_functions[0]',
+      'workers[3](iii-worker-manager).config.rbac.expose_functions[1]',
+      'workers[1](iii-worker-manager).config.port',
+      'workers[2](iii-worker-manager).config.port',
     ]);
   });
 

@@ -38,7 +38,7 @@ describe('WorkerHub: departed workers', () => {
     const snapshot = hub.snapshot();
     expect(snapshot.functions).toEqual([]);
     expect(snapshot.triggers).toEqual([]);
-    expect(snapshot.departed).toEqual([{ workerId: 'w1', functionIds: ['f'], triggers: [...w.triggers.values()] }]);
+    expect(snapshot.departed).toEqual([{ workerId: 'w1', since: w.connectedAt, functionIds: ['f'], triggers: [...w.triggers.values()] }]);
     const before = changes.mock.calls.length;
     vi.advanceTimersByTime(999);
     expect(hub.snapshot().departed).toHaveLength(1);
