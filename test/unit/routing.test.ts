@@ -483,7 +483,7 @@ describe('RouteTable', () => {
     if (get.kind !== 'matched') return;
     expect(get.match.params).toEqual({ id: '42' });
     const { pattern: getPattern, ...getRoute } = get.match.route;
-    expect(getRoute).toStrictEqual({ method: 'GET', triggerId: 't1', functionId: 'api::get', ownerId: 'p1' });
+    expect(getRoute).toStrictEqual({ method: 'GET', triggerId: 't1', functionId: 'api::get', ownerId: 'p1', principal: 'listener-0' });
     expect(getPattern.source).toBe('/users/:id');
 
     const post = state.router.match('POST', '/users');
@@ -494,6 +494,7 @@ describe('RouteTable', () => {
       triggerId: 't2',
       functionId: 'api::post',
       ownerId: 'p1',
+      principal: 'listener-0',
       conditionFunctionId: 'api::allowed',
       middlewareFunctionIds: ['mw::a', 'mw::b'],
     });
@@ -535,7 +536,7 @@ describe('RouteTable', () => {
     expect(table.applySnapshot(snapshot('p1', 1, [], []))).toBe(true);
   });
 
-  it('the newest live binding of one method and path wins, whichever owner arrives first', () => {
+  it('the oldest binding of one method and path holds it, whichever owner arrives first; the newer one is a conflict', () => {
     for (const order of [
       ['p1', 'p2'],
       ['p2', 'p1'],
@@ -546,16 +547,19 @@ describe('RouteTable', () => {
         p2: snapshot('p2', 1, ['new'], [httpTrigger('t2', 'new', 'GET', '/a', 200)]),
       };
       for (const owner of order) table.applySnapshot(snaps[owner]);
-      expect(served(table.current(), 'GET', '/a')).toBe('new');
-      expect(table.current().router.size).toBe(1);
+      const state = table.current();
+      expect(served(state, 'GET', '/a')).toBe('old');
+      expect(state.router.size).toBe(1);
+      expect(state.conflicts.map(({ kind, ownerId, id }) => ({ kind, ownerId, id }))).toEqual([{ kind: 'route', ownerId: 'p2', id: 't2' }]);
+      expect(state.conflicts[0]?.reason).toMatch(/route GET \/a conflicts with GET \/a, registered earlier for function old/);
     }
   });
 
-  it('breaks registeredAt ties by owner id, then seq', () => {
+  it('breaks registeredAt ties by owner id, then seq: the first in that order holds', () => {
     const table = new RouteTable(false);
     table.applySnapshot(snapshot('b', 1, ['fb'], [httpTrigger('t1', 'fb', 'GET', '/a', 100)]));
     table.applySnapshot(snapshot('a', 1, ['fa'], [httpTrigger('t2', 'fa', 'GET', '/a', 100, { seq: 99 })]));
-    expect(served(table.current(), 'GET', '/a')).toBe('fb');
+    expect(served(table.current(), 'GET', '/a')).toBe('fa');
 
     const single = new RouteTable(false);
     single.applySnapshot(
@@ -564,10 +568,32 @@ describe('RouteTable', () => {
         httpTrigger('t1', 'f1', 'GET', '/a', 100, { seq: 1 }),
       ]),
     );
-    expect(served(single.current(), 'GET', '/a')).toBe('f2');
+    expect(served(single.current(), 'GET', '/a')).toBe('f1');
+    expect(single.current().conflicts.map((c) => c.id)).toEqual(['t2']);
   });
 
-  it('treats /a/:x and /a/:y as one binding: the newest wins and names the params', () => {
+  it('replicas (same function, path and principal) share the route; the newest live one serves', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('t1', 'f', 'GET', '/a', 1)]));
+    table.applySnapshot(snapshot('p2', 1, ['f'], [httpTrigger('t2', 'f', 'GET', '/a', 2)]));
+    const state = table.current();
+    expect(state.conflicts).toEqual([]);
+    const match = state.router.match('GET', '/a');
+    if (match.kind !== 'matched') throw new Error('expected a match');
+    expect(match.match.route.triggerId).toBe('t2');
+  });
+
+  it('another principal cannot join a route, even with the same function', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('t1', 'f', 'GET', '/a', 1)]));
+    table.applySnapshot(snapshot('p2', 1, [], [{ ...httpTrigger('t2', 'f', 'GET', '/a', 2), principal: 'rbac-listener-1' }]));
+    const state = table.current();
+    expect(served(state, 'GET', '/a')).toBe('f');
+    expect(state.conflicts.map((c) => [c.ownerId, c.id])).toEqual([['p2', 't2']]);
+    expect(state.conflicts[0]?.reason).toMatch(/by another principal/);
+  });
+
+  it('treats /a/:x and /a/:y as one shape: the older holds and names the params, the newer is refused (as iii)', () => {
     const table = new RouteTable(false);
     table.applySnapshot(
       snapshot('p', 1, ['fx', 'fy'], [
@@ -579,9 +605,10 @@ describe('RouteTable', () => {
     expect(state.router.size).toBe(1);
     const result = state.router.match('GET', '/a/1');
     if (result.kind !== 'matched') throw new Error('expected a match');
-    expect(result.match.route.functionId).toBe('fy');
-    expect(result.match.params).toEqual({ y: '1' });
-    expect(result.match.route.pattern.source).toBe('/a/:y');
+    expect(result.match.route.functionId).toBe('fx');
+    expect(result.match.params).toEqual({ x: '1' });
+    expect(result.match.route.pattern.source).toBe('/a/:x');
+    expect(state.conflicts.map((c) => c.id)).toEqual(['t2']);
   });
 
   it('keeps different methods on one path, and different shapes, as separate routes', () => {
@@ -614,43 +641,42 @@ describe('RouteTable', () => {
     expect(served(state, 'GET', '/a/b')).toBe('plain');
   });
 
-  it('a dead binding loses to an older live one, and wins when it is alone', () => {
+  it('a binding whose function nobody serves still holds the route; alone it is the route', () => {
     const table = new RouteTable(false);
     table.applySnapshot(snapshot('p1', 1, ['live'], [httpTrigger('t1', 'live', 'GET', '/a', 1)]));
     table.applySnapshot(snapshot('p2', 1, [], [httpTrigger('t2', 'dead', 'GET', '/a', 2)]));
     expect(served(table.current(), 'GET', '/a')).toBe('live');
+    expect(table.current().conflicts.map((c) => c.id)).toEqual(['t2']);
 
     table.removeOwner('p1');
     expect(served(table.current(), 'GET', '/a')).toBe('dead');
-
-    // Liveness is global: a function registered by any owner makes the binding live.
-    table.applySnapshot(snapshot('p1', 2, ['dead', 'live'], [httpTrigger('t1', 'live', 'GET', '/a', 1)]));
-    expect(served(table.current(), 'GET', '/a')).toBe('dead');
+    expect(table.current().conflicts).toEqual([]);
   });
 
-  it('among dead bindings the newest wins', () => {
+  it("a departed worker's binding holds the route for its principal through the grace", () => {
     const table = new RouteTable(false);
-    table.applySnapshot(
-      snapshot('p', 1, [], [httpTrigger('t1', 'd1', 'GET', '/a', 2), httpTrigger('t2', 'd2', 'GET', '/a', 1)]),
-    );
-    expect(served(table.current(), 'GET', '/a')).toBe('d1');
+    const departedTrigger = httpTrigger('t1', 'f', 'GET', '/a', 1);
+    const gone = { workerId: 'w-old', since: 0, functionIds: ['f'], triggers: [departedTrigger] };
+    // Another principal registers the route meanwhile: refused.
+    table.applySnapshot({ ...snapshot('p1', 1, [], []), departed: [gone] });
+    table.applySnapshot(snapshot('p2', 1, ['g'], [{ ...httpTrigger('t2', 'g', 'GET', '/a', 5), principal: 'rbac-listener-1:x' }]));
+    expect(served(table.current(), 'GET', '/a')).toBe('f');
+    expect(table.current().conflicts.map((c) => c.id)).toEqual(['t2']);
+    // The same principal reconnects with a renamed function: it takes the route over.
+    table.applySnapshot(snapshot('p2', 2, ['g'], [httpTrigger('t3', 'g', 'GET', '/a', 6)]));
+    expect(served(table.current(), 'GET', '/a')).toBe('g');
+    expect(table.current().conflicts).toEqual([]);
   });
 
-  it('the older binding serves again when the newest goes away', () => {
+  it('a function id is held by the principal that registered it first; another principal is a conflict', () => {
     const table = new RouteTable(false);
-    table.applySnapshot(snapshot('p1', 1, ['old'], [httpTrigger('t1', 'old', 'GET', '/a', 1)]));
-    table.applySnapshot(snapshot('p2', 1, ['new'], [httpTrigger('t2', 'new', 'GET', '/a', 2)]));
-    expect(served(table.current(), 'GET', '/a')).toBe('new');
-
-    // The newest owner's worker unregisters the function: its binding is dead, the old one serves.
-    table.applySnapshot(snapshot('p2', 2, [], [httpTrigger('t2', 'new', 'GET', '/a', 2)]));
-    expect(served(table.current(), 'GET', '/a')).toBe('old');
-
-    table.applySnapshot(snapshot('p2', 3, ['new'], [httpTrigger('t2', 'new', 'GET', '/a', 2)]));
-    expect(served(table.current(), 'GET', '/a')).toBe('new');
-
-    table.removeOwner('p2');
-    expect(served(table.current(), 'GET', '/a')).toBe('old');
+    table.applySnapshot({ ownerId: 'p1', version: 1, functions: [{ id: 'f', workerId: 'w1', registeredAt: 1 }], triggers: [] });
+    table.applySnapshot({ ownerId: 'p2', version: 1, functions: [{ id: 'f', workerId: 'w2', registeredAt: 2, principal: 'rbac-listener-1' }], triggers: [] });
+    const state = table.current();
+    expect(state.functionOwners.get('f')).toEqual(['p1']);
+    expect(state.conflicts.map(({ kind, ownerId, workerId, id }) => ({ kind, ownerId, workerId, id }))).toEqual([
+      { kind: 'function', ownerId: 'p2', workerId: 'w2', id: 'f' },
+    ]);
   });
 
   it('sorts middleware by priority, then registration order; ties keep registration order', () => {
