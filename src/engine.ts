@@ -28,6 +28,7 @@ import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/work
 import { WorkerServer } from './workers/worker-server.js';
 import { TriggerDelivery } from './workers/trigger-delivery.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
+import { logFunctions } from './engine-functions/log.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
 import { OtlpRelay } from './observability/otlp-relay.js';
 import type { TelemetryKind } from './observability/otlp-relay.js';
@@ -115,6 +116,7 @@ export class Engine {
     })) {
       this.engineFunctions.register(id, fn);
     }
+    for (const [id, fn] of logFunctions(logger.child({ module: 'worker-log' }))) this.engineFunctions.register(id, fn);
     this.httpFunctions = new HttpFunctionCaller(config.httpFunctions, options.env ?? {});
     // Worker-provided trigger types: after every rebuild, each provider here gets what it should hold.
     const delivery = new TriggerDelivery(this.hub.ownerId, () => this.hub.all(), logger.child({ module: 'triggers' }));

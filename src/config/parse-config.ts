@@ -126,7 +126,7 @@ export function parseConfig(input: unknown): EngineConfig {
       continue;
     }
     const first = firstAt.get(key);
-    if (first !== undefined && key === 'workers' && entry.name !== undefined && first.name !== undefined) {
+    if (first !== undefined && key === 'workers' && entry.name !== undefined) {
       // iii: every further iii-worker-manager entry is a listener of its own (typically RBAC).
       const config = raw.config ?? {};
       if (!isPlainObject(config)) continue;
