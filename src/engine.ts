@@ -47,6 +47,9 @@ export interface EngineClusterOptions {
   tcp?: { bindHost: string; port: number; advertiseHost: string };
 }
 
+/** How long a registration conflict must persist before the registration is refused (refuseConflicts). */
+const CONFLICT_SETTLE_MS = 1000;
+
 export interface EngineOptions {
   config: EngineConfig;
   logger: Logger;
@@ -85,6 +88,8 @@ export class Engine {
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
   private readonly workerServer: WorkerServer;
+  /** Conflicts seen and waiting out CONFLICT_SETTLE_MS before their registration is refused. */
+  private readonly pendingConflicts = new Map<string, NodeJS.Timeout>();
   /** Further `iii-worker-manager` listeners (typically RBAC ones), sharing the hub with the main one. */
   private readonly extraWorkerServers: WorkerServer[];
   private readonly forwardServer: ForwardServer | undefined;
@@ -252,6 +257,8 @@ export class Engine {
         path: route.pattern.source,
         function_id: route.functionId,
         owners: ownersOf(route.functionId),
+        // Who holds the route (docs/security.md#route-ownership): a conflicting registration is refused.
+        owner: { principal: route.principal, peer: route.ownerId, worker_id: route.workerId, trigger_id: route.triggerId },
         ...(route.conditionFunctionId === undefined ? {} : { condition_function_id: route.conditionFunctionId }),
         ...(route.middlewareFunctionIds === undefined ? {} : { middleware_function_ids: route.middlewareFunctionIds }),
       })),
@@ -260,6 +267,7 @@ export class Engine {
         phase: m.phase,
         priority: m.priority,
         ...(m.scopePath === undefined ? {} : { scope: m.scopePath }),
+        ...(m.restrictedTo === undefined ? {} : { restricted_to: m.restrictedTo }),
         owners: ownersOf(m.functionId),
       })),
     };
@@ -288,15 +296,29 @@ export class Engine {
     return this.phase === 'running' && (this.membership?.synced ?? true);
   }
 
-  /** Drops this process's registrations that lost to an older holder, telling their workers (route-table.ts). */
+  /**
+   * Drops this process's registrations that lost to an older holder, telling their workers
+   * (route-table.ts). A conflict must still hold CONFLICT_SETTLE_MS after it was first seen: the table
+   * is eventually consistent, so a registration that looks like a conflict only because a peer's
+   * newer snapshot (the holder left, or reconnected elsewhere) has not arrived yet is not refused.
+   * Meanwhile the conflicting binding is not routed.
+   */
   private refuseConflicts(state: RoutingState): void {
     for (const conflict of state.conflicts) {
       if (conflict.ownerId !== this.hub.ownerId) continue;
-      const connection = this.hub.get(conflict.workerId);
-      if (connection === undefined) continue;
-      this.metrics.registrationConflict(conflict.kind);
-      if (conflict.kind === 'route') connection.dropConflictingTrigger(conflict.id, conflict.reason);
-      else connection.dropConflictingFunction(conflict.id, conflict.reason);
+      const key = `${conflict.kind} ${conflict.workerId} ${conflict.id}`;
+      if (this.pendingConflicts.has(key)) continue;
+      const timer = setTimeout(() => {
+        this.pendingConflicts.delete(key);
+        const still = this.table.current().conflicts.find((c) => c.kind === conflict.kind && c.workerId === conflict.workerId && c.id === conflict.id);
+        const connection = this.hub.get(conflict.workerId);
+        if (still === undefined || connection === undefined) return;
+        this.metrics.registrationConflict(still.kind);
+        if (still.kind === 'route') connection.dropConflictingTrigger(still.id, still.reason);
+        else connection.dropConflictingFunction(still.id, still.reason);
+      }, CONFLICT_SETTLE_MS);
+      timer.unref();
+      this.pendingConflicts.set(key, timer);
     }
   }
 
@@ -355,6 +377,11 @@ export class Engine {
           await Promise.all([this.workerServer.close(), ...this.extraWorkerServers.map((server) => server.close())]);
         }],
         ['peers', () => this.peers?.close()],
+        ['conflicts', () => {
+          for (const timer of this.pendingConflicts.values()) clearTimeout(timer);
+          this.pendingConflicts.clear();
+          return undefined;
+        }],
         ['http functions', () => this.httpFunctions.close()],
         ['tracing', () => {
           this.relay?.close();

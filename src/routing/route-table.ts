@@ -17,6 +17,8 @@ export interface HttpRoute {
   middlewareFunctionIds?: readonly string[];
   /** Who registered the binding (worker-session.ts): restricted middleware only runs on its own principal's routes. */
   principal: string;
+  /** The worker that registered the binding (admin view). */
+  workerId: string;
 }
 
 /**
@@ -196,7 +198,7 @@ export class RouteTable {
           triggerId: trigger.id,
           functionId: trigger.functionId,
           ownerId,
-          ...(isRestricted(trigger.principal) ? { restrictedTo: trigger.principal as string } : {}),
+          ...(isRestricted(trigger.principal) ? { restrictedTo: trigger.principal } : {}),
           phase: trigger.middleware.phase,
           ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
           priority: trigger.middleware.priority,
@@ -231,6 +233,7 @@ export class RouteTable {
         functionId: trigger.functionId,
         ownerId,
         principal: trigger.principal ?? MAIN_PRINCIPAL,
+        workerId: trigger.workerId,
       };
       if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
       if (trigger.http.middlewareFunctionIds !== undefined) {

@@ -107,6 +107,8 @@ export class WorkerConnection implements HubMember {
   private framesThisSecond = 0;
   private windowStart = 0;
   private rateLimited = false;
+  /** Frames read while rate limited, handled in order once the second is over. */
+  private deferred: WebSocket.RawData[] = [];
   /** Registrations wait for hooks one at a time, in the order the worker sent them. */
   private registrations: Promise<void> = Promise.resolve();
   private readonly gate: RegistrationGate;
@@ -168,26 +170,39 @@ export class WorkerConnection implements HubMember {
   receive(data: WebSocket.RawData): void {
     this.silentTicks = 0;
     const maxFrames = this.session.policy.limits.maxFramesPerSecond;
-    if (maxFrames > 0) this.countFrame(maxFrames);
+    if (maxFrames > 0 && (this.rateLimited || !this.withinFrameRate(maxFrames))) {
+      this.deferred.push(data);
+      return;
+    }
     this.handleFrame(data);
   }
 
-  /** max_frames_per_second: past it, reading stops until the second is over (TCP pushes back on the worker). */
-  private countFrame(maxFrames: number): void {
+  /**
+   * max_frames_per_second: past it, the socket stops being read and frames already read wait, in
+   * order, until the second is over (TCP pushes back on the worker; nothing is dropped).
+   */
+  private withinFrameRate(maxFrames: number): boolean {
     const now = performance.now();
     if (now - this.windowStart >= 1000) {
       this.windowStart = now;
       this.framesThisSecond = 0;
     }
-    if (++this.framesThisSecond < maxFrames || this.rateLimited) return;
+    if (++this.framesThisSecond <= maxFrames) return true;
     this.rateLimited = true;
     this.deps.onLimit?.('frames_per_second');
     this.logger.warn({ limit: maxFrames }, 'worker sends more frames per second than max_frames_per_second: reading paused for the rest of the second');
     this.socket.pause();
     setTimeout(() => {
       this.rateLimited = false;
-      if (!this.closed) this.socket.resume();
+      this.windowStart = performance.now();
+      this.framesThisSecond = 0;
+      if (this.closed) return;
+      const waiting = this.deferred;
+      this.deferred = [];
+      for (const frame of waiting) this.receive(frame);
+      if (!this.rateLimited) this.socket.resume();
     }, Math.max(1, 1000 - (now - this.windowStart))).unref();
+    return false;
   }
 
   /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */

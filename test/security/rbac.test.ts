@@ -32,7 +32,7 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
   const seen: Seen = { auth: [], fnHook: [], triggerHook: [], typeHook: [], middleware: [] };
 
   const connect = (headers: Record<string, string>, query = ''): Client => {
-    const client = registerWorker(`${rbacUrl}${query}`, { headers, otel: { enabled: false }, reconnectionConfig: RECONNECT } as never);
+    const client = registerWorker(`${rbacUrl}${query}`, { headers, otel: { enabled: false }, reconnectionConfig: RECONNECT });
     clients.push(client);
     return client;
   };
@@ -61,7 +61,7 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
         },
       ],
     });
-    trusted = registerWorker(engine.workerUrl, { otel: { enabled: false } } as never);
+    trusted = registerWorker(engine.workerUrl, { otel: { enabled: false } });
     trusted.registerFunction('shop::auth', (input: Record<string, any>) => {
       seen.auth.push(input);
       const token = input.headers?.['x-shop-token'];
@@ -97,7 +97,7 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
     trusted.registerFunction('shop::orders::admin', (data: Record<string, any>) => Promise.resolve({ admin: true, seen: data }));
     trusted.registerFunction('shop::catalog', (data: Record<string, any>) => Promise.resolve({ catalog: true, seen: data }), {
       metadata: { storefront: true },
-    } as never);
+    });
     trusted.registerFunction('shop::internal::ledger', () => Promise.resolve({ secret: true }));
     await waitUntil(
       async () => {

@@ -483,7 +483,7 @@ describe('RouteTable', () => {
     if (get.kind !== 'matched') return;
     expect(get.match.params).toEqual({ id: '42' });
     const { pattern: getPattern, ...getRoute } = get.match.route;
-    expect(getRoute).toStrictEqual({ method: 'GET', triggerId: 't1', functionId: 'api::get', ownerId: 'p1', principal: 'listener-0' });
+    expect(getRoute).toStrictEqual({ method: 'GET', triggerId: 't1', functionId: 'api::get', ownerId: 'p1', principal: 'listener-0', workerId: 'w' });
     expect(getPattern.source).toBe('/users/:id');
 
     const post = state.router.match('POST', '/users');
@@ -495,6 +495,7 @@ describe('RouteTable', () => {
       functionId: 'api::post',
       ownerId: 'p1',
       principal: 'listener-0',
+      workerId: 'w',
       conditionFunctionId: 'api::allowed',
       middlewareFunctionIds: ['mw::a', 'mw::b'],
     });
