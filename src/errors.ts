@@ -97,6 +97,7 @@ export const CLUSTER_ERRORS = {
   BUS_INTERRUPTED: 'A Redis reload or write was cut short by a disconnect (retried on reconnect)',
   BUS_MALFORMED: 'A bus message or peer snapshot failed validation and was ignored',
   BUS_FOREIGN_CLUSTER: 'A bus message of another cluster name was ignored',
+  BUS_UNAUTHENTICATED: 'A Redis bus message or peer key without a valid HMAC of the cluster secret was ignored',
   FORWARD_FRAME_MALFORMED: 'A forward frame could not be decoded; the connection was closed',
   FORWARD_FRAME_TOO_LARGE: 'A forward frame exceeded the maximum size; the connection was closed',
 } as const;

@@ -23,7 +23,7 @@ export interface BusEnvelope {
   message: BusMessage;
 }
 
-export type BusDecode = { ok: true; message: BusMessage } | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER'; reason: string };
+export type BusDecode = { ok: true; message: BusMessage } | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER' | 'BUS_UNAUTHENTICATED'; reason: string };
 
 const isObject = isPlainObject;
 

@@ -13,6 +13,8 @@ export interface RedisBusOptions {
   url: string;
   /** Key and channel prefix; also the cluster name every message is checked against. */
   cluster: string;
+  /** The cluster secret: everything written to Redis is authenticated with it (redis-keyspace.ts). */
+  secret: string;
   peerId: string;
   heartbeatMs: number;
   leaseMs: number;
@@ -60,7 +62,7 @@ export class RedisBus implements Bus {
   constructor(private readonly options: RedisBusOptions) {
     this.log = options.logger.child({ module: 'redis-bus', peerId: options.peerId });
     this.throttle = new WarnThrottle(this.log);
-    this.keys = new RedisKeyspace(options.cluster);
+    this.keys = new RedisKeyspace(options.cluster, options.secret);
     this.store = new RedisPeerStore(this.keys, options.peerId, options.leaseMs, (key, reason) =>
       this.throttle.warn('refused:stored', { key, reason }, 'peer key refused'),
     );
@@ -267,7 +269,7 @@ export class RedisBus implements Bus {
     if (channel !== this.keys.channel || view === undefined || this.state === 'closed') return;
     const decoded = this.keys.decode(text);
     if (!decoded.ok) {
-      this.throttle.warn(`refused:${decoded.code}`, { code: decoded.code, reason: decoded.reason }, 'bus message refused');
+      this.throttle.warn(`refused:${decoded.code}`, { code: decoded.code, reason: decoded.reason, bytes: text.length }, 'bus message refused');
       return;
     }
     const message = decoded.message;

@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { BusDecode } from './bus-messages.js';
 import { decodeBusEnvelope } from './bus-messages.js';
 import { checkSnapshot } from './snapshot-check.js';
@@ -14,7 +15,11 @@ export class RedisKeyspace {
   readonly peerPattern: string;
   private readonly peerPrefix: string;
 
-  constructor(readonly cluster: string) {
+  /** `secret`: the cluster secret; every text written to Redis carries its HMAC, and text without a valid one is refused. */
+  constructor(
+    readonly cluster: string,
+    private readonly secret: string,
+  ) {
     this.channel = `${cluster}:bus`;
     this.peerPrefix = `${cluster}:peer:`;
     this.peerPattern = `${this.peerPrefix.replace(GLOB_SPECIAL, (c) => `\\${c}`)}*`;
@@ -36,10 +41,30 @@ export class RedisKeyspace {
    * peer look stale. (Whether a trigger is valid does not depend on ignore_trailing_slash, which only
    * strips trailing slashes; the engine checks again with its own setting when it applies it.)
    */
+  /**
+   * What is written to Redis: `<mac>.<json>`, the mac an HMAC-SHA256 of the JSON under the cluster
+   * secret (base64url). Anyone who can write to the Redis but lacks the secret cannot inject a snapshot,
+   * a heartbeat or a goodbye (docs/security.md#between-nodes).
+   */
+  seal(json: string): string {
+    return `${this.mac(json)}.${json}`;
+  }
+
+  private mac(json: string): string {
+    return createHmac('sha256', this.secret).update(json).digest('base64url');
+  }
+
   decode(text: string): BusDecode {
+    const dot = text.indexOf('.');
+    const json = dot === -1 ? '' : text.slice(dot + 1);
+    const given = Buffer.from(dot === -1 ? '' : text.slice(0, dot));
+    const expected = Buffer.from(this.mac(json));
+    if (dot === -1 || given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      return { ok: false, code: 'BUS_UNAUTHENTICATED', reason: 'no valid HMAC of the cluster secret' };
+    }
     let raw: unknown;
     try {
-      raw = JSON.parse(text);
+      raw = JSON.parse(json);
     } catch {
       return { ok: false, code: 'BUS_MALFORMED', reason: 'not JSON' };
     }

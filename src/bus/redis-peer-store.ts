@@ -92,6 +92,6 @@ export class RedisPeerStore {
   }
 
   private encode(message: BusMessage): string {
-    return JSON.stringify(encodeBusMessage(this.keys.cluster, message));
+    return this.keys.seal(JSON.stringify(encodeBusMessage(this.keys.cluster, message)));
   }
 }

@@ -1,4 +1,5 @@
-import { unlink } from 'node:fs/promises';
+import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { connect } from 'node:net';
 import type { Server } from 'node:net';
 import { SwitchyardError } from '../errors.js';
@@ -10,6 +11,7 @@ import { listen } from '../net/listen.js';
  * a path where something still answers is not taken over (a LISTEN_FAILED error).
  */
 export async function listenUnix(server: Server, path: string): Promise<void> {
+  await privateDirectory(dirname(path));
   try {
     await listen(server, { path });
   } catch (err) {
@@ -19,6 +21,22 @@ export async function listenUnix(server: Server, path: string): Promise<void> {
     await unlink(path);
     await listen(server, { path });
   }
+  // Only this user may connect (the directory already says so; the socket says it too).
+  await chmod(path, 0o600);
+}
+
+/**
+ * The directory of the forward sockets: created 0700, and refused when it is someone else's or a
+ * symbolic link (another local user could otherwise plant or reach the sockets). docs/security.md.
+ */
+export async function privateDirectory(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const stat = await lstat(dir);
+  const uid = process.getuid?.();
+  if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid)) {
+    throw new SwitchyardError('LISTEN_FAILED', `forward socket directory ${dir} is not a directory owned by this user; refusing to use it`);
+  }
+  if ((stat.mode & 0o077) !== 0) await chmod(dir, 0o700);
 }
 
 function isListening(path: string): Promise<boolean> {

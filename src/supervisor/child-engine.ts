@@ -17,7 +17,9 @@ const STATUS_POLL_MS = 250;
 
 /** Unix socket paths are limited to ~107 bytes: name the socket after a hash of the peer id. */
 export function forwardSocketPath(peerId: string): string {
-  return join(tmpdir(), `switchyard-${createHash('sha256').update(peerId).digest('hex').slice(0, 20)}.sock`);
+  // In a directory of this user's own, mode 0700 (forward-listen.ts privateDirectory).
+  const owner = process.getuid?.() ?? 'user';
+  return join(tmpdir(), `switchyard-${owner}`, `${createHash('sha256').update(peerId).digest('hex').slice(0, 20)}.sock`);
 }
 
 /**
@@ -41,11 +43,11 @@ function childConfig(config: EngineConfig): EngineConfig {
 }
 
 /** ioredis is loaded only in distributed mode: an embedded child saves ~9 MB of RSS without it. */
-async function makeBus(config: EngineConfig, identity: PeerIdentity, channel: IpcChannel, logger: Logger): Promise<Bus> {
+async function makeBus(config: EngineConfig, identity: PeerIdentity, channel: IpcChannel, logger: Logger, secret: string): Promise<Bus> {
   const { redisUrl, name, heartbeatMs, leaseMs } = config.cluster;
   if (redisUrl === undefined) return new IpcBus(channel, identity.peerId, name, logger);
   const { RedisBus } = await import('../bus/redis-bus.js');
-  return new RedisBus({ url: redisUrl, cluster: name, peerId: identity.peerId, heartbeatMs, leaseMs, logger });
+  return new RedisBus({ url: redisUrl, cluster: name, secret, peerId: identity.peerId, heartbeatMs, leaseMs, logger });
 }
 
 export interface ChildEngineOptions {
@@ -97,7 +99,7 @@ export class ChildEngine {
       ...(this.options.env === undefined ? {} : { env: this.options.env }),
       cluster: {
         identity: this.identity,
-        bus: await makeBus(config, this.identity, this.options.channel, this.logger.child({ module: 'bus' })),
+        bus: await makeBus(config, this.identity, this.options.channel, this.logger.child({ module: 'bus' }), this.bootstrap.secret),
         secret: this.bootstrap.secret,
         clusterName: config.cluster.name,
         socketPath: this.socketPath,

@@ -20,6 +20,7 @@
  *   level) and test/unit/snapshot-check.test.ts (the deep check); here: published with a raw ioredis
  *   client at running engines.
  */
+import { RedisKeyspace } from '../../src/bus/redis-keyspace.js';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
@@ -227,7 +228,10 @@ describe('bad input on the cluster side', () => {
 
   describe('Redis bus', () => {
     const channel = (): string => `${nameX}:bus`;
-    const envelope = (message: unknown, cluster = nameX): string => JSON.stringify({ v: 1, cluster, message });
+    // What peers write to Redis carries an HMAC of the cluster secret; `seal` signs as a peer would.
+    const keyspace = new RedisKeyspace(nameX, SECRET);
+    const seal = (text: string): string => keyspace.seal(text);
+    const envelope = (message: unknown, cluster = nameX): string => seal(JSON.stringify({ v: 1, cluster, message }));
     const evilTrigger = (apiPath: unknown) => ({
       id: 't1',
       functionId: 'evil::fn',
@@ -276,12 +280,15 @@ describe('bad input on the cluster side', () => {
     it('refuses garbage and hostile messages published on the channel, logging a warning', async () => {
       const notEnvelope = 'not a bus envelope of this protocol version';
       const cases: [text: string, code: string, reason: string][] = [
-        ['not json', 'BUS_MALFORMED', 'not JSON'],
-        ['', 'BUS_MALFORMED', 'not JSON'],
-        ['x'.repeat(1 << 20), 'BUS_MALFORMED', 'not JSON'],
-        ['[]', 'BUS_MALFORMED', notEnvelope],
-        ['null', 'BUS_MALFORMED', notEnvelope],
-        [JSON.stringify({ v: 2, cluster: nameX, message: { kind: 'gone', peerId: childA.peerId } }), 'BUS_MALFORMED', notEnvelope],
+        [seal('not json'), 'BUS_MALFORMED', 'not JSON'],
+        [seal(''), 'BUS_MALFORMED', 'not JSON'],
+        [seal('x'.repeat(1 << 20)), 'BUS_MALFORMED', 'not JSON'],
+        [seal('[]'), 'BUS_MALFORMED', notEnvelope],
+        [seal('null'), 'BUS_MALFORMED', notEnvelope],
+        [seal(JSON.stringify({ v: 2, cluster: nameX, message: { kind: 'gone', peerId: childA.peerId } })), 'BUS_MALFORMED', notEnvelope],
+        // A Redis writer without the secret: a goodbye for A and a route snapshot, unsigned or signed with a guess.
+        [JSON.stringify({ v: 1, cluster: nameX, message: { kind: 'gone', peerId: childA.peerId } }), 'BUS_UNAUTHENTICATED', 'no valid HMAC of the cluster secret'],
+        [new RedisKeyspace(nameX, 'a-guess').seal(JSON.stringify({ v: 1, cluster: nameX, message: { kind: 'snapshot', snapshot: evil({}) } })), 'BUS_UNAUTHENTICATED', 'no valid HMAC of the cluster secret'],
         [envelope({ kind: 'snapshot', snapshot: evil({}) }, 'another-cluster'), 'BUS_FOREIGN_CLUSTER', 'message for cluster "another-cluster"'],
         [envelope({ kind: 'unknown-kind' }), 'BUS_MALFORMED', 'malformed unknown-kind message'],
         [envelope({ kind: 'gone', peerId: 42 }), 'BUS_MALFORMED', 'malformed gone message'],
@@ -331,22 +338,25 @@ describe('bad input on the cluster side', () => {
       const foreignKey = `${nameX}:peer:foreign`;
       // A well-formed snapshot, but of A, stored under another peer's key.
       const misfiled = envelope({ kind: 'snapshot', snapshot: { ...evil({}), ownerId: childA.peerId, version: 1e15 } });
-      await publisher.set(garbageKey, '{"v":1,', 'PX', 60_000);
+      const unsignedKey = `${nameX}:peer:unsigned`;
+      await publisher.set(garbageKey, seal('{"v":1,'), 'PX', 60_000);
+      await publisher.set(unsignedKey, JSON.stringify({ v: 1, cluster: nameX, message: { kind: 'snapshot', snapshot: { ...evil({}), ownerId: 'unsigned' } } }), 'PX', 60_000);
       await publisher.set(impostorKey, misfiled, 'PX', 60_000);
       await publisher.set(foreignKey, envelope({ kind: 'snapshot', snapshot: { ...evil({}), ownerId: 'foreign' } }, 'another-cluster'), 'PX', 60_000);
-      const ours = [garbageKey, impostorKey, foreignKey];
+      const ours = [garbageKey, impostorKey, foreignKey, unsignedKey];
       const inSync = (node: EngineHandle): number => logLines(node, (l) => l.msg === 'redis bus in sync').length;
       const syncedBefore = [inSync(nodeA), inSync(nodeB)];
       // Every subscriber connection dropped: each node reconnects and reloads every peer key.
       expect(await publisher.call('CLIENT', 'KILL', 'TYPE', 'pubsub')).toBe(3);
       for (const [i, node] of [nodeA, nodeB].entries()) {
         await awaitLogLines(node, (l) => l.msg === 'redis bus in sync', (syncedBefore[i] as number) + 1);
-        const refused = await awaitLogLines(node, (l) => l.msg === 'peer key refused' && ours.includes(l.key as string), 3);
+        const refused = await awaitLogLines(node, (l) => l.msg === 'peer key refused' && ours.includes(l.key as string), 4);
         expect(refused.map((l) => [l.key, l.reason]).sort()).toEqual(
           [
             [garbageKey, 'not JSON'],
             [impostorKey, 'the key does not hold that peer’s snapshot'],
             [foreignKey, 'message for cluster "another-cluster"'],
+            [unsignedKey, 'no valid HMAC of the cluster secret'],
           ].sort(),
         );
         // One warning per reload; the other refusals of that reload are throttled to debug.

@@ -8,6 +8,7 @@ import { IpcBus } from '../../src/bus/ipc-bus.js';
 import type { IpcChannel } from '../../src/bus/ipc-channel.js';
 import { IpcRelay } from '../../src/bus/ipc-relay.js';
 import { RedisBus } from '../../src/bus/redis-bus.js';
+import { RedisKeyspace } from '../../src/bus/redis-keyspace.js';
 import type { WireSnapshot } from '../../src/bus/wire-snapshot.js';
 import { freePort, startRedisServer, startTcpProxy } from '../support/redis.js';
 import type { RedisServer, TcpProxy } from '../support/redis.js';
@@ -290,6 +291,7 @@ busConformance('IpcBus via IpcRelay', ipcCluster, { deadPeerGoneWithinMs: 300, c
 // test can cut one peer's link (a dead host, or a receiver's own outage) while Redis stays up.
 
 const HEARTBEAT_MS = 100;
+const BUS_SECRET = 'bus-conformance-secret';
 const LEASE_MS = 500;
 
 let redis: RedisServer;
@@ -319,7 +321,7 @@ async function redisCluster(): Promise<RedisTestCluster> {
       if (proxy === undefined) throw new Error('no spare proxy');
       pendingProxies.push(refill().then(() => proxy));
       const { logger, lines } = captureLogger();
-      const bus = new RedisBus({ url: proxy.url, cluster: name, peerId: id, heartbeatMs: HEARTBEAT_MS, leaseMs: LEASE_MS, logger });
+      const bus = new RedisBus({ url: proxy.url, cluster: name, secret: BUS_SECRET, peerId: id, heartbeatMs: HEARTBEAT_MS, leaseMs: LEASE_MS, logger });
       const peer: TestPeer = { id, bus, log: new HandlerLog() };
       peers.push(peer);
       proxies.set(peer, proxy);
@@ -438,7 +440,8 @@ describe('distributed (real redis-server)', () => {
       a.bus.publish(snapshot(a.id, 1));
       await waitFor(() => b.log.version(a.id) === 1, DELIVERY_MS, 'a@1');
       // A snapshot stored but never announced (the pub/sub message was lost), then a heartbeat for it.
-      const envelope = (message: Parameters<typeof encodeBusMessage>[1]): string => JSON.stringify(encodeBusMessage(cluster.name, message));
+      const envelope = (message: Parameters<typeof encodeBusMessage>[1]): string =>
+        new RedisKeyspace(cluster.name, BUS_SECRET).seal(JSON.stringify(encodeBusMessage(cluster.name, message)));
       await redis.command('SET', peerKey(a), envelope({ kind: 'snapshot', snapshot: snapshot(a.id, 9) }), 'PX', '60000');
       await redis.command('PUBLISH', `${cluster.name}:bus`, envelope({ kind: 'heartbeat', peerId: a.id, version: 9 }));
       await waitFor(() => b.log.version(a.id) === 9, DELIVERY_MS, 'b to fetch a@9');
@@ -448,23 +451,28 @@ describe('distributed (real redis-server)', () => {
       const a = await join(cluster);
       const b = await join(cluster);
       const channel = `${cluster.name}:bus`;
-      const foreign = JSON.stringify(encodeBusMessage('another-cluster', { kind: 'snapshot', snapshot: snapshot('intruder', 1) }));
+      const sealed = new RedisKeyspace(cluster.name, BUS_SECRET);
+      const foreign = sealed.seal(JSON.stringify(encodeBusMessage('another-cluster', { kind: 'snapshot', snapshot: snapshot('intruder', 1) })));
       for (let i = 0; i < 5; i++) await redis.command('PUBLISH', channel, foreign);
       const malformed = ['not json', '{"v":1}', JSON.stringify({ v: 1, cluster: cluster.name, message: { kind: 'snapshot', snapshot: { ownerId: 'x' } } })];
-      for (const text of malformed) await redis.command('PUBLISH', channel, text);
+      for (const text of malformed) await redis.command('PUBLISH', channel, sealed.seal(text));
+      // A Redis writer without the secret: a well-formed snapshot, unsigned and signed with another secret.
+      const forged = JSON.stringify(encodeBusMessage(cluster.name, { kind: 'snapshot', snapshot: snapshot('forger', 1) }));
+      await redis.command('PUBLISH', channel, forged);
+      await redis.command('PUBLISH', channel, new RedisKeyspace(cluster.name, 'not-the-secret').seal(forged));
       // Published after the bad ones on the same channel, so delivered after them.
       a.bus.publish(snapshot(a.id, 1));
       await waitFor(() => b.log.version(a.id) === 1, DELIVERY_MS, 'a@1 after the bad messages');
       expect(b.log.peers()).toEqual([a.id]);
       const refused = warnings(b).filter((l) => l.msg === 'bus message refused');
-      expect(refused.map((l) => l.code).sort()).toEqual(['BUS_FOREIGN_CLUSTER', 'BUS_MALFORMED']);
+      expect(refused.map((l) => l.code).sort()).toEqual(['BUS_FOREIGN_CLUSTER', 'BUS_MALFORMED', 'BUS_UNAUTHENTICATED']);
       expect(b.bus.synced).toBe(true);
     });
 
     it('rejects start() when Redis cannot be reached in time, and closes cleanly', async () => {
       const port = await freePort(); // nothing listens there
       const { logger } = captureLogger();
-      const bus = new RedisBus({ url: `redis://127.0.0.1:${port}`, cluster: randomId('sy-test'), peerId: 'p', heartbeatMs: 100, leaseMs: 500, logger, startTimeoutMs: 300 });
+      const bus = new RedisBus({ url: `redis://127.0.0.1:${port}`, cluster: randomId('sy-test'), secret: BUS_SECRET, peerId: 'p', heartbeatMs: 100, leaseMs: 500, logger, startTimeoutMs: 300 });
       await expect(bus.start(new HandlerLog().handlers)).rejects.toMatchObject({ code: 'BUS_UNAVAILABLE' });
       expect(bus.synced).toBe(false);
       await bus.close();

@@ -55,32 +55,26 @@ describe('embedded cluster: processes: 2', () => {
     expect(pids.size).toBe(2);
   });
 
-  it('serves the newest binding of one route on every process, and the older one again when it leaves', async () => {
+  it('refuses a second binding of a route to another function, and the first keeps the route on every process', async () => {
     // Two workers, connected one after the other (the primary deals connections round-robin, so
     // they usually sit on different children), bind the same route to different functions.
     const first = await RawWorker.connect(engine.workerUrl);
-    first.route('emb::v1', 'GET', '/emb-bind');
-    first.serve('emb::v1', () => ({ status_code: 200, body: 'v1' }));
-    await first.sync();
-    await waitForStatus(`${engine.httpUrl}/emb-bind`, (s) => s === 200, { headers: { connection: 'close' } });
     const second = await RawWorker.connect(engine.workerUrl);
-    second.route('emb::v2', 'GET', '/emb-bind');
-    second.serve('emb::v2', () => ({ status_code: 200, body: 'v2' }));
-    await second.sync();
-    const fresh = async () => (await http(`${engine.httpUrl}/emb-bind`, { headers: { connection: 'close' } })).text;
-    const deadline = Date.now() + 5000;
-    let answers: string[];
-    do {
-      answers = await Promise.all(Array.from({ length: 6 }, fresh));
-    } while (answers.some((a) => a !== '"v2"') && Date.now() < deadline);
-    expect(answers).toEqual(Array(6).fill('"v2"'));
-    await second.close();
-    const back = Date.now() + 5000;
-    do {
-      answers = await Promise.all(Array.from({ length: 6 }, fresh));
-    } while (answers.some((a) => a !== '"v1"') && Date.now() < back);
-    expect(answers).toEqual(Array(6).fill('"v1"'));
-    await first.close();
+    try {
+      first.route('emb::v1', 'GET', '/emb-bind');
+      first.serve('emb::v1', () => ({ status_code: 200, body: 'v1' }));
+      await first.sync();
+      await waitForStatus(`${engine.httpUrl}/emb-bind`, (s) => s === 200, { headers: { connection: 'close' } });
+      second.serve('emb::v2', () => ({ status_code: 200, body: 'v2' }));
+      const triggerId = second.route('emb::v2', 'GET', '/emb-bind');
+      const refusal = await second.next((f) => f.type === 'triggerregistrationresult' && f.id === triggerId, 10_000);
+      expect(refusal.error.code).toBe('trigger_registration_failed');
+      const fresh = async () => (await http(`${engine.httpUrl}/emb-bind`, { headers: { connection: 'close' } })).text;
+      expect(await Promise.all(Array.from({ length: 6 }, fresh))).toEqual(Array(6).fill('"v1"'));
+    } finally {
+      await second.close();
+      await first.close();
+    }
   });
 
   it('reports both children ready on /readyz', async () => {
