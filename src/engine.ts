@@ -7,6 +7,7 @@ import type { PeerIdentity } from './cluster/peer-id.js';
 import { PeerPool } from './cluster/peer-pool.js';
 import type { EngineConfig, WorkersConfig } from './config/types.js';
 import { ForwardServer } from './forwarding/forward-server.js';
+import type { ForwardTls } from './forwarding/forward-tls.js';
 import { HttpPipeline } from './http/pipeline.js';
 import { HttpServer } from './http/http-server.js';
 import { GraceInvoker } from './invocation/grace-invoker.js';
@@ -45,6 +46,8 @@ export interface EngineClusterOptions {
   socketPath: string;
   /** TCP listener for peers of other nodes (distributed mode), and the host they dial. */
   tcp?: { bindHost: string; port: number; advertiseHost: string };
+  /** Mutual TLS on the TCP forward links (cluster forward_tls). */
+  tls?: ForwardTls;
 }
 
 /** How long a registration conflict must persist before the registration is refused (refuseConflicts). */
@@ -148,6 +151,7 @@ export class Engine {
         secret: cluster.secret,
         cluster: cluster.clusterName,
         logger: logger.child({ module: 'forward' }),
+        ...(cluster.tls === undefined ? {} : { tls: cluster.tls }),
       });
       invoker = new ClusterInvoker(
         this.localInvoker,
@@ -160,6 +164,7 @@ export class Engine {
       this.forwardServer = new ForwardServer({
         socketPath: cluster.socketPath,
         ...(cluster.tcp === undefined ? {} : { tcp: { host: cluster.tcp.bindHost, port: cluster.tcp.port } }),
+        ...(cluster.tls === undefined ? {} : { tls: cluster.tls }),
         secret: cluster.secret,
         cluster: cluster.clusterName,
         // Forwarded calls run on this process's workers only: a forward is never forwarded again.

@@ -15,6 +15,8 @@ export interface RedisBusOptions {
   cluster: string;
   /** The cluster secret: everything written to Redis is authenticated with it (redis-keyspace.ts). */
   secret: string;
+  /** PEM of the CA that signed the Redis server certificate (rediss:// URLs). */
+  tlsCa?: string;
   peerId: string;
   heartbeatMs: number;
   leaseMs: number;
@@ -103,7 +105,7 @@ export class RedisBus implements Bus {
   }
 
   private connect(name: Connection): Redis {
-    const connection = createRedisConnection(this.options.url, name, this.options.heartbeatMs);
+    const connection = createRedisConnection(this.options.url, name, this.options.heartbeatMs, this.options.tlsCa);
     connection.on('error', (err: Error) => this.throttle.warn(`connection:${name}`, { err, connection: name }, 'redis connection error'));
     connection.on('close', () => this.connectionLost(name));
     connection.on('ready', () => {

@@ -11,7 +11,7 @@ const QUIT_TIMEOUT_MS = 1_000;
  * outage nothing stale is replayed, the bus rewrites its newest state on 'ready'), no automatic
  * resubscribe (the bus resubscribes and then reloads), bounded commands.
  */
-export function createRedisConnection(url: string, name: string, heartbeatMs: number): Redis {
+export function createRedisConnection(url: string, name: string, heartbeatMs: number, tlsCa?: string): Redis {
   // Reconnect at least as often as peers heartbeat, so a restarted Redis is refilled within a lease.
   const maxDelayMs = Math.min(Math.max(heartbeatMs, 50), 2_000);
   const options: RedisOptions = {
@@ -25,6 +25,8 @@ export function createRedisConnection(url: string, name: string, heartbeatMs: nu
     retryStrategy: (attempt: number) => Math.min(25 * 2 ** Math.min(attempt, 10), maxDelayMs),
     connectionName: `switchyard:${name}`,
   };
+  // rediss:// is TLS (ioredis reads user and password from the URL: an ACL user authenticates with both).
+  if (url.startsWith('rediss://')) options.tls = tlsCa === undefined ? {} : { ca: tlsCa };
   return new Redis(url, options);
 }
 

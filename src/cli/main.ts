@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import cluster from 'node:cluster';
 import type { ChildBootstrap } from '../supervisor/child-messages.js';
@@ -71,6 +71,22 @@ async function main(): Promise<void> {
     throw err;
   }
   const { config, source } = loaded;
+  // Files the children read at start: unreadable is a configuration error here, not a child crash loop.
+  const tlsFiles: [string, string | undefined][] = [
+    ['redis_tls_ca_file', config.cluster.redisTlsCaFile],
+    ['forward_tls.cert_file', config.cluster.forwardTls?.certFile],
+    ['forward_tls.key_file', config.cluster.forwardTls?.keyFile],
+    ['forward_tls.ca_file', config.cluster.forwardTls?.caFile],
+  ];
+  for (const [key, file] of tlsFiles) {
+    if (file === undefined) continue;
+    try {
+      accessSync(file, constants.R_OK);
+    } catch {
+      process.stderr.write(`switchyard: CONFIG_UNREADABLE: switchyard-cluster ${key} ${file} cannot be read\n`);
+      process.exit(1);
+    }
+  }
   for (const exposed of exposedListeners(config)) {
     logger.warn({ listener: exposed.listener, host: exposed.host, port: exposed.port }, `${exposed.listener} listener reachable beyond loopback without authentication: ${exposed.risk}`);
   }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { ownerTag } from '../channels/channel-registry.js';
 import type { ForwardResult, ForwardTarget } from '../forwarding/forward-client.js';
+import type { ForwardTls } from '../forwarding/forward-tls.js';
 import type { TunnelOpenResult } from '../forwarding/tunnel-client.js';
 import { openTunnel } from '../forwarding/tunnel-client.js';
 import { ForwardClient } from '../forwarding/forward-client.js';
@@ -14,6 +15,8 @@ export interface PeerPoolOptions {
   secret: string;
   cluster: string;
   logger: Logger;
+  /** Mutual TLS for TCP links to other nodes (forward-tls.ts). */
+  tls?: ForwardTls;
 }
 
 /**
@@ -108,7 +111,9 @@ export class PeerPool {
     if (endpoint.nodeId === this.options.selfNodeId && endpoint.socketPath !== undefined) {
       return { socketPath: endpoint.socketPath };
     }
-    if (endpoint.host !== undefined && endpoint.port !== undefined) return { host: endpoint.host, port: endpoint.port };
+    if (endpoint.host !== undefined && endpoint.port !== undefined) {
+      return { host: endpoint.host, port: endpoint.port, ...(this.options.tls === undefined ? {} : { tls: this.options.tls }) };
+    }
     return undefined;
   }
 }

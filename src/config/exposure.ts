@@ -21,12 +21,17 @@ export function isLoopback(host: string): boolean {
  */
 export function exposedListeners(config: EngineConfig): ExposedListener[] {
   const out: ExposedListener[] = [];
-  if (!isLoopback(config.workers.host) && config.workers.authToken === undefined) {
+  // Each worker listener: authenticated by auth_token or by an rbac auth function.
+  for (const workers of [config.workers, ...config.workers.extraListeners]) {
+    if (isLoopback(workers.host) || workers.authToken !== undefined || workers.rbac?.authFunctionId !== undefined) continue;
     out.push({
       listener: 'workers',
-      host: config.workers.host,
-      port: config.workers.port,
-      risk: 'any process that reaches it can register functions and routes; set iii-worker-manager auth_token or bind it to 127.0.0.1',
+      host: workers.host,
+      port: workers.port,
+      risk:
+        workers.rbac === undefined
+          ? 'any process that reaches it can register functions and routes; set iii-worker-manager auth_token (or rbac.auth_function_id) or bind it to 127.0.0.1'
+          : 'it has rbac but no auth_function_id: any process that reaches it connects (expose_functions still limits what it may call); set rbac.auth_function_id or auth_token',
     });
   }
   if (!isLoopback(config.admin.host)) {

@@ -342,6 +342,10 @@ function toClusterConfig(cluster: ClusterModuleInput): ClusterConfig {
     // Resolved here, not in the schema, so the generated documentation is the same on every machine.
     processes: cluster.processes ?? availableParallelism(),
     ...nonEmpty('redisUrl', cluster.redis_url),
+    ...nonEmpty('redisTlsCaFile', cluster.redis_tls_ca_file),
+    ...(cluster.forward_tls === undefined
+      ? {}
+      : { forwardTls: { certFile: cluster.forward_tls.cert_file, keyFile: cluster.forward_tls.key_file, caFile: cluster.forward_tls.ca_file } }),
     name: cluster.name,
     ...nonEmpty('nodeId', cluster.node_id),
     ...nonEmpty('advertiseHost', cluster.advertise_host),

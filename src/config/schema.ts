@@ -252,7 +252,11 @@ export const clusterModuleSchema = z
     redis_url: z
       .string()
       .optional()
-      .describe('Redis URL (`redis://host:port/db`) that switches to distributed mode, where engines on several hosts share one route table; unset or empty = embedded mode'),
+      .describe('Redis URL (`redis://host:port/db`) that switches to distributed mode, where engines on several hosts share one route table; unset or empty = embedded mode. `rediss://` connects over TLS; `redis[s]://user:password@host:port` authenticates as that ACL user'),
+    redis_tls_ca_file: z
+      .string()
+      .optional()
+      .describe('PEM file of the certificate authority that signed the Redis server\'s certificate, for a `rediss://` URL (default: the system\'s CAs); empty = unset'),
     name: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1-64 letters, digits, ".", "_" or "-"')
@@ -267,6 +271,14 @@ export const clusterModuleSchema = z
       .optional()
       .describe('Address peers on other hosts use to reach this node\'s forward listener; unset = this host\'s first non-internal IPv4 address (a container or pod IP), else its host name. An empty string means unset'),
     forward_port: port().optional().describe('TCP port of the forward listener in distributed mode; 0 picks a free port'),
+    forward_tls: z
+      .strictObject({
+        cert_file: z.string().min(1).describe("PEM certificate this node presents to peers (as server and as client); it must name the node's advertise_host"),
+        key_file: z.string().min(1).describe('PEM private key of cert_file'),
+        ca_file: z.string().min(1).describe("PEM CA that signs every node's certificate: peers whose certificate it did not sign are refused"),
+      })
+      .optional()
+      .describe('Mutual TLS on the TCP forward links between nodes (distributed mode); unset = plain TCP, still authenticated by the HMAC handshake (docs/security.md)'),
     secret: z
       .string()
       .optional()

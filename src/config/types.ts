@@ -104,6 +104,10 @@ export interface HttpFunctionsConfig {
 export interface ClusterConfig {
   processes: number;
   redisUrl?: string;
+  /** CA (PEM path) that signed the Redis server certificate, for rediss:// URLs. */
+  redisTlsCaFile?: string;
+  /** Mutual TLS on TCP forward links: PEM paths. */
+  forwardTls?: { certFile: string; keyFile: string; caFile: string };
   /** Key and channel prefix; peers of another cluster name are ignored. */
   name: string;
   nodeId?: string;

@@ -1,5 +1,7 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
+import type { ForwardTls } from './forward-tls.js';
+import { dialForwardTcp } from './forward-tls.js';
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import { FrameDecoder, FrameWriter } from './forward-frames.js';
 import type { ServerMessage } from './forward-messages.js';
@@ -10,6 +12,8 @@ export interface ForwardTarget {
   socketPath?: string;
   host?: string;
   port?: number;
+  /** Mutual TLS on the TCP link (forward-tls.ts); never on a Unix socket. */
+  tls?: ForwardTls;
 }
 
 export interface ConnectionSettings {
@@ -58,15 +62,18 @@ export class ForwardConnection {
         return true;
       },
     };
-    this.socket =
-      target.socketPath !== undefined
-        ? connect({ path: target.socketPath, onread })
-        : connect({ host: target.host as string, port: target.port as number, onread, noDelay: true, keepAlive: true, keepAliveInitialDelay: KEEPALIVE_DELAY_MS });
+    const sayHello = (): void => {
+      if (this.state === 'connecting') this.socket.write(settings.hello());
+    };
+    if (target.socketPath !== undefined) {
+      this.socket = connect({ path: target.socketPath, onread });
+      this.socket.once('connect', sayHello);
+    } else {
+      const tcp = { host: target.host as string, port: target.port as number, ...(target.tls === undefined ? {} : { tls: target.tls }) };
+      this.socket = dialForwardTcp(tcp, { onread, keepAliveInitialDelay: KEEPALIVE_DELAY_MS }, sayHello);
+    }
     this.writer = new FrameWriter(this.socket);
     this.connectTimer = setTimeout(() => this.fail(`no handshake within ${settings.connectTimeoutMs} ms`), settings.connectTimeoutMs);
-    this.socket.once('connect', () => {
-      if (this.state === 'connecting') this.socket.write(settings.hello());
-    });
     this.socket.on('error', (err) => {
       this.error = err;
     });

@@ -9,6 +9,8 @@ import { toJson } from '../invocation/raw-json.js';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameWriter } from './forward-frames.js';
 import { listen } from '../net/listen.js';
 import { listenUnix } from './forward-listen.js';
+import type { ForwardTls } from './forward-tls.js';
+import { forwardTcpServer } from './forward-tls.js';
 import type { CallMessage, ChannelAttachMessage, ClientMessage, HelloMessage } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,
@@ -27,6 +29,8 @@ export interface ForwardServerOptions {
   socketPath?: string;
   /** TCP listener for peers on other hosts; port 0 picks a free port. */
   tcp?: { host: string; port: number };
+  /** Mutual TLS on the TCP listener (forward-tls.ts). */
+  tls?: ForwardTls;
   secret: string;
   cluster: string;
   /** The LOCAL invoker: a forwarded call is never forwarded again. */
@@ -128,7 +132,12 @@ export class ForwardServer {
       bound.socketPath = this.options.socketPath;
     }
     if (this.options.tcp !== undefined) {
-      const server = this.newServer();
+      const server = forwardTcpServer(this.options.tls, (socket) => this.accept(socket), () => this.newServer());
+      if (this.options.tls !== undefined) {
+        this.servers.push(server);
+        // A peer without a certificate the cluster CA signed never reaches the hello.
+        server.on('tlsClientError', (err: Error) => this.logger.warn({ reason: err.message }, 'forward connection refused: TLS handshake failed'));
+      }
       // exclusive: inside a node:cluster child a shared handle would hand peers to random siblings.
       await listen(server, { host: this.options.tcp.host, port: this.options.tcp.port, exclusive: true });
       const address = server.address();

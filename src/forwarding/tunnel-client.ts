@@ -1,6 +1,7 @@
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import type { ForwardTarget } from './forward-connection.js';
+import { dialForwardTcp } from './forward-tls.js';
 import { FRAME_HEADER_BYTES } from './forward-frames.js';
 import type { ChannelAttachMessage } from './forward-messages.js';
 import { FORWARD_PROTOCOL_VERSION, HELLO_MAX_FRAME_BYTES, decodeServerMessage, encodeChannelAttach } from './forward-messages.js';
@@ -29,10 +30,26 @@ export function openTunnel(
   channel: Pick<ChannelAttachMessage, 'channelId' | 'key' | 'direction'>,
 ): Promise<TunnelOpenResult> {
   return new Promise<TunnelOpenResult>((resolve) => {
-    const socket =
-      target.socketPath !== undefined
-        ? connect({ path: target.socketPath })
-        : connect({ host: target.host as string, port: target.port as number, noDelay: true });
+    const attach = (): void => {
+      socket.write(
+        encodeChannelAttach({
+          version: FORWARD_PROTOCOL_VERSION,
+          cluster: settings.cluster,
+          secret: settings.secret,
+          peerId: settings.selfPeerId,
+          channelId: channel.channelId,
+          key: channel.key,
+          direction: channel.direction,
+        }),
+      );
+    };
+    let socket: Socket;
+    if (target.socketPath !== undefined) {
+      socket = connect({ path: target.socketPath });
+      socket.once('connect', attach);
+    } else {
+      socket = dialForwardTcp({ host: target.host as string, port: target.port as number, ...(target.tls === undefined ? {} : { tls: target.tls }) }, {}, attach);
+    }
     let received = Buffer.alloc(0);
     let settled = false;
     const finish = (result: TunnelOpenResult): void => {
@@ -80,18 +97,6 @@ export function openTunnel(
     socket.on('data', onData);
     socket.on('error', onError);
     socket.on('close', onClose);
-    socket.once('connect', () => {
-      socket.write(
-        encodeChannelAttach({
-          version: FORWARD_PROTOCOL_VERSION,
-          cluster: settings.cluster,
-          secret: settings.secret,
-          peerId: settings.selfPeerId,
-          channelId: channel.channelId,
-          key: channel.key,
-          direction: channel.direction,
-        }),
-      );
-    });
+
   });
 }

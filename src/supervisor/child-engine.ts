@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { unlinkSync } from 'node:fs';
+import { readFileSync, unlinkSync } from 'node:fs';
 import { hostname, networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -47,7 +47,8 @@ async function makeBus(config: EngineConfig, identity: PeerIdentity, channel: Ip
   const { redisUrl, name, heartbeatMs, leaseMs } = config.cluster;
   if (redisUrl === undefined) return new IpcBus(channel, identity.peerId, name, logger);
   const { RedisBus } = await import('../bus/redis-bus.js');
-  return new RedisBus({ url: redisUrl, cluster: name, secret, peerId: identity.peerId, heartbeatMs, leaseMs, logger });
+  const tlsCa = config.cluster.redisTlsCaFile === undefined ? undefined : readFileSync(config.cluster.redisTlsCaFile, 'utf8');
+  return new RedisBus({ url: redisUrl, cluster: name, secret, peerId: identity.peerId, heartbeatMs, leaseMs, logger, ...(tlsCa === undefined ? {} : { tlsCa }) });
 }
 
 export interface ChildEngineOptions {
@@ -106,6 +107,15 @@ export class ChildEngine {
         ...(redisUrl === undefined
           ? {}
           : {
+              ...(config.cluster.forwardTls === undefined
+                ? {}
+                : {
+                    tls: {
+                      cert: readFileSync(config.cluster.forwardTls.certFile, 'utf8'),
+                      key: readFileSync(config.cluster.forwardTls.keyFile, 'utf8'),
+                      ca: readFileSync(config.cluster.forwardTls.caFile, 'utf8'),
+                    },
+                  }),
               tcp: {
                 bindHost: '0.0.0.0',
                 // A fixed forward_port is the first child's; child i listens on forward_port + i.

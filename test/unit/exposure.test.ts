@@ -20,6 +20,21 @@ describe('exposedListeners', () => {
     expect(['0.0.0.0', '::', '192.168.1.2'].some(isLoopback)).toBe(false);
   });
 
+  it('checks every worker listener: an RBAC listener is authenticated by its auth function', () => {
+    const config = parseConfig({
+      workers: [
+        { name: 'iii-worker-manager', config: { host: '127.0.0.1', port: 49134 } },
+        { name: 'iii-worker-manager', config: { host: '0.0.0.0', port: 49135, rbac: { auth_function_id: 'p::auth' } } },
+        { name: 'iii-worker-manager', config: { host: '0.0.0.0', port: 49136, rbac: { expose_functions: ['match("api::*")'] } } },
+        { name: 'iii-worker-manager', config: { host: '0.0.0.0', port: 49137 } },
+        { name: 'switchyard-admin', config: { host: '127.0.0.1' } },
+      ],
+    });
+    const exposed = exposedListeners(config);
+    expect(exposed.map((l) => l.port)).toEqual([49136, 49137]);
+    expect(exposed[0]?.risk).toMatch(/rbac but no auth_function_id/);
+  });
+
   it('warns about the defaults (the worker port listens on 0.0.0.0 with no token)', () => {
     expect(exposedListeners(parseConfig({})).map((l) => l.listener)).toEqual(['workers']);
   });
