@@ -233,7 +233,7 @@ export const workerModuleSchema = z
     error: 'must be greater than heartbeat_interval_ms',
     when: (payload) => numericFields(payload.value, 'heartbeat_interval_ms', 'heartbeat_timeout_ms'),
   })
-  .describe('The WebSocket listener that iii-sdk workers connect to (a Switchyard module)');
+  .describe('The WebSocket listener that iii-sdk workers connect to. Each further `iii-worker-manager` entry opens another listener with a `port` of its own and its own `auth_token`, `rbac`, `middleware_function_id` and limits (iii\'s RBAC listeners; docs/security.md); reconnect grace is the first entry\'s')
 
 
 function numericFields(value: unknown, ...keys: string[]): boolean {
