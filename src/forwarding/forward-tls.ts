@@ -2,7 +2,6 @@ import { connect as netConnect } from 'node:net';
 import type { Socket } from 'node:net';
 import { connect as tlsConnect, createServer as tlsCreateServer } from 'node:tls';
 import type { Server } from 'node:net';
-import type { ForwardTarget } from './forward-connection.js';
 
 /**
  * Mutual TLS for the TCP forward links between nodes (`switchyard-cluster` `forward_tls`): each node
@@ -27,7 +26,7 @@ export function forwardTcpServer(tls: ForwardTls | undefined, accept: (socket: S
  * handshake when TLS is on). Plain TCP keeps the given `onread` buffer (no per-read allocation).
  */
 export function dialForwardTcp(
-  target: Required<Pick<ForwardTarget, 'host' | 'port'>> & Pick<ForwardTarget, 'tls'>,
+  target: { host: string; port: number; tls?: ForwardTls },
   options: { onread?: { buffer: Buffer; callback: (bytes: number) => boolean }; keepAliveInitialDelay?: number },
   onReady: () => void,
 ): Socket {

@@ -24,7 +24,7 @@ import { callReply } from './worker-call-reply.js';
 import type { EngineFunction, EngineFunctions } from './engine-functions.js';
 import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
-import { WorkerOutbound } from './worker-outbound.js';
+import { ReadGate, WorkerOutbound } from './worker-outbound.js';
 import { isPlainObject } from '../values.js';
 import { RegistrationGate } from './registration-gate.js';
 import type { Gated } from './registration-gate.js';
@@ -117,6 +117,7 @@ export class WorkerConnection implements HubMember {
   private readonly malformedWarnings: WarnThrottle;
   private readonly logger: Logger;
   private readonly outbound: WorkerOutbound;
+  private readonly reads: ReadGate;
 
   constructor(
     private readonly socket: WebSocket,
@@ -129,6 +130,7 @@ export class WorkerConnection implements HubMember {
   ) {
     this.logger = deps.logger.child({ workerId: this.id });
     this.malformedWarnings = new WarnThrottle(this.logger, MALFORMED_WARN_INTERVAL_MS, MALFORMED_WARNS_PER_INTERVAL);
+    this.reads = new ReadGate(socket);
     this.outbound = new WorkerOutbound(socket, this.logger, () => this.closed, transport, {
       maxQueuedBytes: session.policy.limits.maxQueuedBytes,
       onOverflow: (queued) => {
@@ -137,7 +139,7 @@ export class WorkerConnection implements HubMember {
         this.close(CLOSE_POLICY_VIOLATION, 'max_queued_bytes exceeded');
         this.socket.terminate();
       },
-    });
+    }, this.reads);
     this.gate = new RegistrationGate(session, (functionId, data) =>
       this.deps.invoker.invoke(functionId, data, { deadline: performance.now() + this.deps.workerCallTimeoutMs }),
     );
@@ -191,7 +193,7 @@ export class WorkerConnection implements HubMember {
     this.rateLimited = true;
     this.deps.onLimit?.('frames_per_second');
     this.logger.warn({ limit: maxFrames }, 'worker sends more frames per second than max_frames_per_second: reading paused for the rest of the second');
-    this.socket.pause();
+    this.reads.pause('frame-rate');
     setTimeout(() => {
       this.rateLimited = false;
       this.windowStart = performance.now();
@@ -200,7 +202,7 @@ export class WorkerConnection implements HubMember {
       const waiting = this.deferred;
       this.deferred = [];
       for (const frame of waiting) this.receive(frame);
-      if (!this.rateLimited) this.socket.resume();
+      if (!this.rateLimited) this.reads.resume('frame-rate');
     }, Math.max(1, 1000 - (now - this.windowStart))).unref();
     return false;
   }

@@ -13,6 +13,25 @@ const OUTBOUND_LOW_WATER_BYTES = 512 * 1024;
 const MAX_SENDS_WHILE_BACKLOGGED = 20_000;
 const BACKPRESSURE_POLL_MS = 10;
 
+/**
+ * Reading from one worker's socket can be stopped for several reasons at once (it does not read what it
+ * is sent; it sends too many frames): reads resume only when no reason is left.
+ */
+export class ReadGate {
+  private readonly reasons = new Set<string>();
+  constructor(private readonly socket: Pick<WebSocket, 'pause' | 'resume'>) {}
+
+  pause(reason: string): void {
+    if (this.reasons.size === 0) this.socket.pause();
+    this.reasons.add(reason);
+  }
+
+  resume(reason: string): void {
+    if (!this.reasons.delete(reason) || this.reasons.size > 0) return;
+    this.socket.resume();
+  }
+}
+
 /** The socket under a WebSocket, as far as batching needs it. */
 export interface CorkableTransport {
   cork(): void;
@@ -40,6 +59,8 @@ export class WorkerOutbound {
     private readonly transport?: CorkableTransport,
     /** max_queued_bytes: past it the worker is closed (`onOverflow`), once. */
     private readonly overflow?: { maxQueuedBytes: number; onOverflow: (queued: number) => void },
+    /** Shared with the frame-rate limit, so neither resumes reads the other paused. */
+    private readonly reads: ReadGate = new ReadGate(socket),
   ) {}
 
   private overflowed = false;
@@ -74,7 +95,7 @@ export class WorkerOutbound {
 
   private pauseReads(): void {
     this.readsPaused = true;
-    this.socket.pause();
+    this.reads.pause('backlog');
     this.logger.warn({ bufferedBytes: this.socket.bufferedAmount }, 'worker is not reading its socket: pausing reads from it until it catches up');
     const poll = (): void => {
       if (this.isClosed()) return;
@@ -84,7 +105,7 @@ export class WorkerOutbound {
       }
       this.readsPaused = false;
       this.sendsWhileBacklogged = 0;
-      this.socket.resume();
+      this.reads.resume('backlog');
       this.logger.info('worker caught up: reading from it again');
     };
     setTimeout(poll, BACKPRESSURE_POLL_MS).unref();
