@@ -69,8 +69,10 @@ export function verdict(row: Row, samples: Record<string, Sample[]>, pairedWith:
   }
   if (row.cpuTarget !== undefined) {
     const cpuRatio = perRound((x) => x.cpu.serverUs + x.cpu.workerUs);
-    targetText = `CPU/req ≤ ${row.cpuTarget.toFixed(2)}×`;
-    const pass = cpuRatio <= row.cpuTarget && errors === 0;
+    // With a throughput target too, both must hold.
+    const throughputPass = required === undefined || result.pass === true;
+    targetText = required === undefined ? `CPU/req ≤ ${row.cpuTarget.toFixed(2)}×` : `${targetText}, CPU/req ≤ ${row.cpuTarget.toFixed(2)}×`;
+    const pass = cpuRatio <= row.cpuTarget && errors === 0 && throughputPass;
     result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
     notes.push(`total CPU/req ratio ${cpuRatio.toFixed(2)}`);
   }

@@ -1,6 +1,7 @@
 import type { Scenario } from '../lib/report.js';
 import { forwarded } from './forwarded.js';
 import { oneProcess } from './one-process.js';
+import { peers } from './peers.js';
 import { scaleMatch } from './scale-match.js';
 import { scaleRoutes } from './scale-routes.js';
 import { scaleWorkers } from './scale-workers.js';
@@ -14,5 +15,5 @@ import { twoProcesses } from './two-processes.js';
  * subject — a peer to compare with — is one module and one line here.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), twoProcesses(), forwarded(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
+  return [oneProcess(), peers(), twoProcesses(), forwarded(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
 }

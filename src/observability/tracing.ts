@@ -289,7 +289,10 @@ export class ExportingTracing implements Tracing {
 /** Tracing as the observability config asks: exporting when enabled with an OTLP exporter, else pass-through. */
 export function createTracing(config: ObservabilityConfig, logger: Logger, counters?: TracingCounters): Tracing {
   const endpoint = otlpEndpoint(config);
-  if (endpoint === undefined) return new PassThroughTracing(typeof config.sampling_ratio === 'number' ? config.sampling_ratio : 1);
+  // Without a collector nobody receives spans (the engine's or the workers' /otel relay): unless the
+  // file sets sampling_ratio, new traces start unsampled (flag 00), so workers' SDKs record none
+  // (docs/observability.md#sampling). Trace ids still flow to workers and into the access log.
+  if (endpoint === undefined) return new PassThroughTracing(typeof config.sampling_ratio === 'number' ? config.sampling_ratio : 0);
   if (/:4317\/?$/.test(endpoint)) {
     logger.warn({ endpoint }, 'iii-observability endpoint is the OTLP/gRPC port 4317; Switchyard exports OTLP/HTTP (usually port 4318)');
   }

@@ -1,0 +1,45 @@
+import { existsSync } from 'node:fs';
+import { baselineMember, engineMember } from '../lib/members.js';
+import type { LoadGroup, Row } from '../lib/report.js';
+import { HELLO } from '../lib/requests.js';
+import { baselineResource, engineResource } from '../lib/subjects.js';
+
+/** nats-server (Debian package nats-server) when installed: then moleculer over NATS is measured too. */
+const NATS = ['/usr/sbin/nats-server', '/usr/bin/nats-server', '/usr/local/bin/nats-server'].some((path) => existsSync(path));
+
+/**
+ * What users would pick instead, in the same run (bench/peers/, no Switchyard code): a moleculer-web
+ * gateway with a remote moleculer service over the TCP transporter (and over NATS when nats-server is
+ * installed), and Fastify with @fastify/reply-from in front of an upstream handler process. Each is
+ * paired with the matching Switchyard subject: a worker process behind a gateway process, GET
+ * /bench/hello answering {"ok":true}. The iii-sdk worker runs as shipped: its OpenTelemetry on, the
+ * engine's default config. Target: ≥ 1.2 × moleculer's throughput at no more CPU per request.
+ */
+export function peers(): LoadGroup {
+  const moleculer = baselineResource('../peers/moleculer.mjs');
+  const moleculerNats = baselineResource('../peers/moleculer.mjs', { TRANSPORT: 'nats' });
+  const fastify = baselineResource('../peers/fastify.mjs');
+  const raw = engineResource(1, [{ script: 'raw-worker.mjs' }]);
+  const sdk = engineResource(1, [{ script: 'sdk-worker.mjs', env: { OTEL_ENABLED: 'true' } }]);
+  const rows: Row[] = [
+    { name: 'peers: Switchyard, iii-sdk worker as shipped, against moleculer-web + TCP transporter', scenario: 'sdk', baseline: 'mol', target: 1.2, cpuTarget: 1.0 },
+    { name: 'info: Switchyard, raw ws worker, against moleculer-web + TCP transporter', scenario: 'raw', baseline: 'mol' },
+    { name: 'info: Switchyard, raw ws worker, against Fastify + @fastify/reply-from', scenario: 'raw', baseline: 'fastify' },
+    { name: 'info: Switchyard, iii-sdk worker as shipped, against Fastify + @fastify/reply-from', scenario: 'sdk', baseline: 'fastify' },
+  ];
+  if (NATS) rows.push({ name: 'info: Switchyard, iii-sdk worker as shipped, against moleculer-web + NATS transporter', scenario: 'sdk', baseline: 'molNats' });
+  return {
+    kind: 'load',
+    name: 'peers',
+    resources: [moleculer, moleculerNats, fastify, raw, sdk],
+    members: {
+      mol: baselineMember('moleculer-web + moleculer service, TCP transporter', moleculer, HELLO),
+      molNats: baselineMember('moleculer-web + moleculer service, NATS transporter', moleculerNats, HELLO),
+      fastify: baselineMember('Fastify + @fastify/reply-from + upstream process', fastify, HELLO),
+      raw: engineMember('Switchyard, raw worker', raw, HELLO),
+      sdk: engineMember('Switchyard, iii-sdk worker as shipped (OpenTelemetry on)', sdk, HELLO),
+    },
+    order: ['mol', 'sdk', 'raw', 'fastify', ...(NATS ? ['molNats'] : [])],
+    rows,
+  };
+}
