@@ -95,6 +95,29 @@ async function measured(pids: { server: number[]; workers: number[] }, rssPids: 
   return { ...result, rssMb: rss.stop(), cpu: meter.cost(result) };
 }
 
+/** Load on `origin(setup)`, CPU of the processes `pids(setup)` names (several process groups, say). */
+export function customMember<T>(
+  label: string,
+  res: Resource<T>,
+  spec: RequestSpec,
+  origin: (setup: T) => string,
+  pids: (setup: T) => { server: number[]; workers: number[]; rss: number[] },
+): Member {
+  return {
+    label,
+    engine: true,
+    prepare: () => res.get(),
+    run: async () => {
+      const setup = await res.get();
+      const { server, workers, rss } = pids(setup);
+      return measured({ server, workers }, rss, (hooks) => runLoad(loadOptions(origin(setup), spec, { onMeasure: hooks })));
+    },
+  };
+}
+
+/** Every live process of a process group, server side and bench workers apart. */
+export const processGroupPids = (pgid: number): { server: number[]; workers: number[] } => groupPids(pgid);
+
 export function baselineMember(label: string, res: Resource<Baseline>, spec: RequestSpec): Member {
   return {
     label,

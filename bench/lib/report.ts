@@ -20,6 +20,8 @@ export interface Row {
   forwarded?: boolean;
   /** The target is on total CPU per request (server + workers): scenario at most this times the baseline. */
   cpuTarget?: number;
+  /** The target is on latency one request at a time: scenario p50 at most this many µs over the baseline's. */
+  p50OverUs?: number;
 }
 
 /** Subjects measured in alternation, and the rows that pair them. */
@@ -34,7 +36,7 @@ export interface LoadGroup {
 }
 
 export const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
-export const ms = (n: number): string => (Number.isFinite(n) ? n.toFixed(2) : 'n/a');
+export const ms = (n: number): string => (Number.isFinite(n) ? (n < 1 ? n.toFixed(3) : n.toFixed(2)) : 'n/a');
 export const spread = (values: number[], fmt: (n: number) => string): string =>
   values.length === 1 ? fmt(values[0] as number) : `${fmt(median(values))} (${fmt(Math.min(...values))}–${fmt(Math.max(...values))})`;
 
@@ -75,6 +77,16 @@ export function verdict(row: Row, samples: Record<string, Sample[]>, pairedWith:
     const pass = cpuRatio <= row.cpuTarget && errors === 0 && throughputPass;
     result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
     notes.push(`total CPU/req ratio ${cpuRatio.toFixed(2)}`);
+  }
+  if (row.p50OverUs !== undefined) {
+    // Differences within each round, then the median over rounds (µs).
+    const over = (pick: (x: Sample) => number): number => median(s.map((x, i) => (pick(x) - pick(b[i] as Sample)) * 1000));
+    const p50Over = over((x) => x.p50Ms);
+    const p99Over = over((x) => x.p99Ms);
+    targetText = `p50 ≤ +${row.p50OverUs} µs`;
+    const pass = p50Over <= row.p50OverUs && errors === 0;
+    result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
+    notes.push(`p50 ${p50Over >= 0 ? '+' : ''}${p50Over.toFixed(0)} µs, p99 ${p99Over >= 0 ? '+' : ''}${p99Over.toFixed(0)} µs over the baseline`);
   }
   if (row.forwarded === true) {
     const total = s.reduce((sum, x) => sum + x.requests, 0);

@@ -7,6 +7,8 @@ export interface RequestSpec {
   method?: string;
   body?: Buffer;
   headers?: Record<string, string>;
+  /** Keep-alive connections of the closed loop; default CONNECTIONS (1: one request at a time). */
+  connections?: number;
 }
 
 /** A JSON document of realistic shape (an array of records), at least `bytes` long once serialised. */
@@ -32,7 +34,7 @@ export const BODY_64K = bodySpec(64 * 1024);
 
 export const loadOptions = (origin: string, spec: RequestSpec, extra: Partial<LoadOptions> = {}): LoadOptions => ({
   url: origin + spec.path,
-  connections: CONNECTIONS,
+  connections: spec.connections ?? CONNECTIONS,
   durationMs: DURATION_MS,
   warmupMs: WARMUP_MS,
   ...(spec.method === undefined ? {} : { method: spec.method }),

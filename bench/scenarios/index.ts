@@ -1,5 +1,6 @@
 import type { Scenario } from '../lib/report.js';
 import { forwarded } from './forwarded.js';
+import { latency } from './latency.js';
 import { oneProcess } from './one-process.js';
 import { peers } from './peers.js';
 import { scaleMatch } from './scale-match.js';
@@ -8,6 +9,7 @@ import { scaleWorkers } from './scale-workers.js';
 import { streaming } from './streaming.js';
 import { telemetry } from './telemetry.js';
 import { twoProcesses } from './two-processes.js';
+import { twoNodesNginx } from './two-nodes-nginx.js';
 
 /**
  * Every scenario of `npm run bench`, in run order. A scenario module exports a load group (subjects
@@ -15,5 +17,5 @@ import { twoProcesses } from './two-processes.js';
  * subject — a peer to compare with — is one module and one line here.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), peers(), twoProcesses(), forwarded(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
+  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
 }

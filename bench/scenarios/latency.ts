@@ -1,0 +1,34 @@
+import { baselineMember, engineMember } from '../lib/members.js';
+import type { LoadGroup } from '../lib/report.js';
+import { HELLO } from '../lib/requests.js';
+import { baselineResource, engineResource } from '../lib/subjects.js';
+
+const ONE_AT_A_TIME = { ...HELLO, connections: 1 };
+
+/**
+ * One request at a time (one keep-alive connection, closed loop): what the engine adds to a single
+ * request's latency over baseline (2), the node:http + ws worker hop. Target: p50 at most 30 µs over
+ * (2). (iii publishes about 527 µs per request one at a time for v0.22.1 on its CI runner.)
+ */
+export function latency(): LoadGroup {
+  const b2 = baselineResource('2-ws-worker.mjs');
+  const b2sdk = baselineResource('2-ws-worker.mjs', { WORKER: 'sdk' });
+  const sy = engineResource(1, [{ script: 'raw-worker.mjs' }]);
+  const sySdk = engineResource(1, [{ script: 'sdk-worker.mjs', env: { OTEL_ENABLED: 'true' } }]);
+  return {
+    kind: 'load',
+    name: 'one at a time',
+    resources: [b2, b2sdk, sy, sySdk],
+    members: {
+      b2: baselineMember('(2) http + ws worker, 1 connection', b2, ONE_AT_A_TIME),
+      sy: engineMember('Switchyard, raw worker, 1 connection', sy, ONE_AT_A_TIME),
+      b2sdk: baselineMember('(2) with iii-sdk worker, 1 connection', b2sdk, ONE_AT_A_TIME),
+      sySdk: engineMember('Switchyard, iii-sdk worker as shipped, 1 connection', sySdk, ONE_AT_A_TIME),
+    },
+    order: ['b2', 'sy', 'b2sdk', 'sySdk'],
+    rows: [
+      { name: 'latency: one request at a time, raw ws worker, against (2)', scenario: 'sy', baseline: 'b2', p50OverUs: 30 },
+      { name: 'info: latency one at a time, iii-sdk worker as shipped, against (2) with iii-sdk worker', scenario: 'sySdk', baseline: 'b2sdk' },
+    ],
+  };
+}

@@ -1,0 +1,132 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import type { EngineHandle, ManagedProcess } from '../../test/support/processes.js';
+import { ROOT, spawnManaged, startEngine, stopProcess } from '../../test/support/processes.js';
+import type { RedisServer } from '../../test/support/redis.js';
+import { freePort, startRedisServer } from '../../test/support/redis.js';
+import { customMember, processGroupPids } from '../lib/members.js';
+import type { LoadGroup } from '../lib/report.js';
+import { HELLO } from '../lib/requests.js';
+import { readyz, resource, spawnWorker, stopGroup, until } from '../lib/subjects.js';
+
+const NGINX_PATHS = ['/usr/sbin/nginx', '/usr/bin/nginx'];
+
+/** nginx from Debian's package; installed when missing (as the test harnesses install what they need). */
+function nginxBinary(): string {
+  const found = NGINX_PATHS.find((path) => existsSync(path));
+  if (found !== undefined) return found;
+  execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx'], { stdio: 'ignore' });
+  const installed = NGINX_PATHS.find((path) => existsSync(path));
+  if (installed === undefined) throw new Error('nginx is not installed and apt-get could not install it');
+  return installed;
+}
+
+/** The status of a GET, its body read and dropped; 0 when the connection fails. */
+async function status(url: string): Promise<number> {
+  try {
+    const res = await request(url);
+    await res.body.dump();
+    return res.statusCode;
+  } catch {
+    return 0;
+  }
+}
+
+interface TwoNodes {
+  /** nginx in front of node A only (the worker's node): served locally. */
+  local: string;
+  /** nginx in front of node B only: every request crosses to node A. */
+  cross: string;
+  redis: RedisServer;
+  nodes: EngineHandle[];
+  worker: ManagedProcess;
+  nginx: ManagedProcess;
+}
+
+async function startTwoNodes(): Promise<TwoNodes> {
+  const binary = nginxBinary();
+  const redis = await startRedisServer();
+  const name = `bench${Math.random().toString(36).slice(2, 8)}`;
+  const cluster = (nodeId: string) => ({ processes: 1, redis_url: redis.url, secret: 'bench-secret', name, node_id: nodeId, advertise_host: '127.0.0.1' });
+  const nodeA = await startEngine({ cluster: cluster('node-a'), logLevel: 'warn' });
+  const nodeB = await startEngine({ cluster: cluster('node-b'), logLevel: 'warn' });
+  const worker = spawnWorker(nodeA, { script: 'raw-worker.mjs' });
+  await worker.stdout.waitFor((l) => l === 'registered', 20_000, 'raw worker registered');
+  await until('worker on node A', 5000, async () => ((await readyz(nodeA)).connectedWorkers >= 1 ? true : undefined));
+  for (const node of [nodeA, nodeB]) {
+    await until(`/bench/hello on ${node.httpUrl}`, 10_000, async () => ((await status(`${node.httpUrl}${HELLO.path}`)) === 200 ? true : undefined));
+  }
+  const [localPort, crossPort] = [await freePort(), await freePort()];
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-nginx-'));
+  const server = (port: number, upstream: string): string =>
+    `server { listen 127.0.0.1:${port}; location / { proxy_pass http://${upstream}; proxy_http_version 1.1; proxy_set_header Connection ""; } }`;
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    [
+      'user root;',
+      'worker_processes 1;',
+      'daemon off;',
+      `pid ${join(dir, 'nginx.pid')};`,
+      `error_log ${join(dir, 'error.log')} warn;`,
+      'events { worker_connections 4096; }',
+      'http {',
+      '  access_log off;',
+      `  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
+      `  upstream node_a { server ${new URL(nodeA.httpUrl).host}; keepalive 128; }`,
+      `  upstream node_b { server ${new URL(nodeB.httpUrl).host}; keepalive 128; }`,
+      `  ${server(localPort, 'node_a')}`,
+      `  ${server(crossPort, 'node_b')}`,
+      '}',
+    ].join('\n'),
+  );
+  const nginx = spawnManaged(binary, ['-p', dir, '-c', join(dir, 'nginx.conf')], process.env, ROOT, true);
+  void nginx.exited.then(() => rmSync(dir, { recursive: true, force: true }));
+  const local = `http://127.0.0.1:${localPort}`;
+  const cross = `http://127.0.0.1:${crossPort}`;
+  for (const origin of [local, cross]) {
+    await until(`nginx at ${origin}`, 10_000, async () => {
+      return (await status(`${origin}${HELLO.path}`)) === 200 ? true : undefined;
+    });
+  }
+  return { local, cross, redis, nodes: [nodeA, nodeB], worker, nginx };
+}
+
+async function stopTwoNodes(setup: TwoNodes): Promise<void> {
+  await stopGroup(setup.nginx);
+  await stopProcess(setup.worker, 'SIGTERM', 3000);
+  await Promise.all(setup.nodes.map((node) => node.stop()));
+  await setup.redis.stop();
+}
+
+/** Server-side CPU: nginx and both nodes (each a process group); the worker apart. */
+function pidsOf(setup: TwoNodes): { server: number[]; workers: number[]; rss: number[] } {
+  const nodes = setup.nodes.flatMap((node) => processGroupPids(node.child.pid as number).server);
+  return {
+    server: [...processGroupPids(setup.nginx.child.pid as number).server, ...nodes],
+    workers: [setup.worker.child.pid as number],
+    rss: nodes,
+  };
+}
+
+/**
+ * Two Redis-mode nodes on this machine behind a real nginx (Debian package), the worker on node A:
+ * requests through nginx to node B cross to node A over the TCP forward link; requests through nginx
+ * to node A are served where the worker is. Target: crossing ≥ 0.85 × local.
+ */
+export function twoNodesNginx(): LoadGroup {
+  const setup = resource(startTwoNodes, stopTwoNodes);
+  return {
+    kind: 'load',
+    name: 'two nodes behind nginx',
+    resources: [setup],
+    members: {
+      local: customMember('nginx → node A (the worker\'s node)', setup, HELLO, (s) => s.local, pidsOf),
+      cross: customMember('nginx → node B → forwarded to node A', setup, HELLO, (s) => s.cross, pidsOf),
+    },
+    order: ['local', 'cross'],
+    rows: [{ name: 'nodes 2 (Redis mode) behind nginx, worker on node A: requests through node B against through node A', scenario: 'cross', baseline: 'local', target: 0.85 }],
+  };
+}
