@@ -172,7 +172,7 @@ export const workerModuleSchema = z
     max_registrations: z
       .int()
       .min(1)
-      .default(10000)
+      .default(100000)
       .describe('Most functions, triggers and trigger types one worker connection may hold; registrations beyond it are refused (logged, counted in switchyard_worker_limit_hits_total)'),
     max_calls_in_flight: z
       .int()

@@ -31,7 +31,7 @@ import type { Gated } from './registration-gate.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
 
-/** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_refusals_total{reason}). */
+/** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
 export type WorkerLimitKind = 'registrations' | 'calls_in_flight' | 'frames_per_second' | 'queued_bytes' | 'auth_refused';
 
 export interface WorkerConnectionDeps {

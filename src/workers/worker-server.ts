@@ -44,8 +44,9 @@ function tokenMatches(header: string | undefined, expected: string): boolean {
   return given.length === wanted.length && timingSafeEqual(given, wanted);
 }
 
-/** Frames a worker may send before its auth function has answered; more end the connection. */
+/** Frames (and bytes) a worker may send before its auth function has answered; more end the connection. */
 const MAX_FRAMES_BEFORE_AUTH = 10_000;
+const MAX_BYTES_BEFORE_AUTH = 4 * 1024 * 1024;
 
 /** The heartbeat interval is split into this many ticks, each pinging a tenth of the workers. */
 const HEARTBEAT_SLICES = 10;
@@ -205,8 +206,10 @@ export class WorkerServer {
    */
   private authenticate(request: IncomingMessage, ws: WebSocket, socket: Duplex, remoteAddress: string, telemetry: boolean, authFunctionId: string): void {
     const early: WebSocket.RawData[] = [];
+    let earlyBytes = 0;
     const keep = (data: WebSocket.RawData): void => {
-      if (early.length < MAX_FRAMES_BEFORE_AUTH) early.push(data);
+      earlyBytes += Array.isArray(data) ? data.reduce((sum, part) => sum + part.length, 0) : data instanceof ArrayBuffer ? data.byteLength : data.length;
+      if (early.length < MAX_FRAMES_BEFORE_AUTH && earlyBytes <= MAX_BYTES_BEFORE_AUTH) early.push(data);
       else ws.terminate();
     };
     ws.on('message', keep);
@@ -214,6 +217,10 @@ export class WorkerServer {
     void this.deps.invoker.invoke(authFunctionId, authInput(request), { deadline }).then((outcome) => {
       ws.off('message', keep);
       if (ws.readyState !== ws.OPEN) return;
+      if (this.closing !== undefined) {
+        ws.close(CLOSE_GOING_AWAY, 'engine shutting down');
+        return;
+      }
       const result = outcome.ok ? parseAuthResult(outcome.value) : { error: outcome.failure.message };
       if ('error' in result) {
         this.deps.onLimit?.('auth_refused');

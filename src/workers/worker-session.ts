@@ -12,7 +12,7 @@ import { isPlainObject } from '../values.js';
 
 /** The per-worker limits' defaults (the config schema's; used where no listener config is at hand). */
 export const DEFAULT_LIMITS: WorkerLimits = Object.freeze({
-  maxRegistrations: 10_000,
+  maxRegistrations: 100_000,
   maxCallsInFlight: 1000,
   maxFramesPerSecond: 100_000,
   maxQueuedBytes: 64 * 1024 * 1024,

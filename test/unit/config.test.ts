@@ -55,7 +55,7 @@ const DEFAULTS: EngineConfig = {
     heartbeatIntervalMs: 2000,
     heartbeatTimeoutMs: 5000,
     handshakeTimeoutMs: 10000,
-    limits: { maxRegistrations: 10000, maxCallsInFlight: 1000, maxFramesPerSecond: 100000, maxQueuedBytes: 67108864 },
+    limits: { maxRegistrations: 100000, maxCallsInFlight: 1000, maxFramesPerSecond: 100000, maxQueuedBytes: 67108864 },
     extraListeners: [],
   },
   cluster: {
@@ -236,7 +236,7 @@ describe('other modules', () => {
       heartbeatIntervalMs: 250,
       heartbeatTimeoutMs: 1000,
       handshakeTimeoutMs: 10000,
-      limits: { maxRegistrations: 10000, maxCallsInFlight: 1000, maxFramesPerSecond: 100000, maxQueuedBytes: 67108864 },
+      limits: { maxRegistrations: 100000, maxCallsInFlight: 1000, maxFramesPerSecond: 100000, maxQueuedBytes: 67108864 },
       extraListeners: [],
     });
   });
