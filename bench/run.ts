@@ -47,7 +47,18 @@ async function main(): Promise<void> {
   const allGenerator: number[] = [];
 
   const checkRows: ScaleRow[] = [];
-  for (const group of scenarios()) {
+  const groups = scenarios();
+  // Samples are kept by member id across the run: an id used by two groups would mix their samples.
+  const seenIds = new Map<string, string>();
+  for (const group of groups) {
+    if (group.kind !== 'load') continue;
+    for (const id of Object.keys(group.members)) {
+      const other = seenIds.get(id);
+      if (other !== undefined) throw new Error(`member id ${id} is used by groups ${other} and ${group.name}`);
+      seenIds.set(id, group.name);
+    }
+  }
+  for (const group of groups) {
     if (group.kind === 'check') {
       if (!selected(group.name)) continue;
       progress(group.name);

@@ -14,7 +14,8 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
 /**
  * Every scenario of `npm run bench`, in run order. A scenario module exports a load group (subjects
  * measured in alternation, rows pairing them with a target) or a check (its own rows): adding a
- * subject — a peer to compare with — is one module and one line here.
+ * subject — a peer to compare with — is one module and one line here. Member ids are global (the
+ * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
   return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];

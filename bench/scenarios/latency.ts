@@ -20,15 +20,15 @@ export function latency(): LoadGroup {
     name: 'one at a time',
     resources: [b2, b2sdk, sy, sySdk],
     members: {
-      b2: baselineMember('(2) http + ws worker, 1 connection', b2, ONE_AT_A_TIME),
-      sy: engineMember('Switchyard, raw worker, 1 connection', sy, ONE_AT_A_TIME),
-      b2sdk: baselineMember('(2) with iii-sdk worker, 1 connection', b2sdk, ONE_AT_A_TIME),
-      sySdk: engineMember('Switchyard, iii-sdk worker as shipped, 1 connection', sySdk, ONE_AT_A_TIME),
+      oneB2: baselineMember('(2) http + ws worker, 1 connection', b2, ONE_AT_A_TIME),
+      oneSy: engineMember('Switchyard, raw worker, 1 connection', sy, ONE_AT_A_TIME),
+      oneB2sdk: baselineMember('(2) with iii-sdk worker, 1 connection', b2sdk, ONE_AT_A_TIME),
+      oneSySdk: engineMember('Switchyard, iii-sdk worker as shipped, 1 connection', sySdk, ONE_AT_A_TIME),
     },
-    order: ['b2', 'sy', 'b2sdk', 'sySdk'],
+    order: ['oneB2', 'oneSy', 'oneB2sdk', 'oneSySdk'],
     rows: [
-      { name: 'latency: one request at a time, raw ws worker, against (2)', scenario: 'sy', baseline: 'b2', p50OverUs: 30 },
-      { name: 'info: latency one at a time, iii-sdk worker as shipped, against (2) with iii-sdk worker', scenario: 'sySdk', baseline: 'b2sdk' },
+      { name: 'latency: one request at a time, raw ws worker, against (2)', scenario: 'oneSy', baseline: 'oneB2', p50OverUs: 30 },
+      { name: 'info: latency one at a time, iii-sdk worker as shipped, against (2) with iii-sdk worker', scenario: 'oneSySdk', baseline: 'oneB2sdk' },
     ],
   };
 }
