@@ -119,16 +119,11 @@ export function customMember<T>(
 export const processGroupPids = (pgid: number): { server: number[]; workers: number[] } => groupPids(pgid);
 
 export function baselineMember(label: string, res: Resource<Baseline>, spec: RequestSpec): Member {
-  return {
-    label,
-    engine: false,
-    prepare: () => res.get(),
-    run: async () => {
-      const baseline = await res.get();
-      const pids = groupPids(baseline.pid);
-      return measured(pids, pids.server, (hooks) => runLoad(loadOptions(baseline.origin, spec, { onMeasure: hooks })));
-    },
-  };
+  const member = customMember(label, res, spec, (baseline) => baseline.origin, (baseline) => {
+    const pids = groupPids(baseline.pid);
+    return { ...pids, rss: pids.server };
+  });
+  return { ...member, engine: false };
 }
 
 /** The engine's processes (primary and children: its process group) and the workers started for it. */
