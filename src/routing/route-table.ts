@@ -317,9 +317,10 @@ function preferable(candidate: Candidate, held: Candidate): boolean {
 }
 
 /**
- * Which principal holds each function id: one whose worker is away within the reconnect grace, else
- * the oldest registration's. Registrations of any other principal are conflicts: another principal
- * cannot become a replica of a function and take a share of its calls (docs/security.md).
+ * Which principal holds each function id: the oldest claim's — a connected worker's registration, or
+ * a worker away within the reconnect grace (dated by when it connected, since its registrations came
+ * later). Registrations of any other principal are conflicts: another principal cannot become a
+ * replica of a function and take a share of its calls (docs/security.md).
  */
 function holdersOfFunctions(snapshots: readonly OwnerSnapshot[], conflicts: RegistrationConflict[]): Map<string, string> {
   const holders = new Map<string, { principal: string; at: number; ownerId: string; workerId: string }>();
