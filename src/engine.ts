@@ -15,7 +15,6 @@ import type { Invoker } from './invocation/invoker.js';
 import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
-import type { RoutingState } from './routing/route-table.js';
 import { LocalInvoker } from './workers/local-invoker.js';
 import type { WorkerConnection, WorkerConnectionDeps } from './workers/worker-connection.js';
 import { WorkerHub } from './workers/worker-hub.js';
@@ -27,6 +26,7 @@ import { CREATE_CHANNEL_FUNCTION, createChannelFunction } from './engine-functio
 import { EngineFunctions } from './workers/engine-functions.js';
 import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/worker-connection.js';
 import { WorkerServer } from './workers/worker-server.js';
+import { ConflictRefusals } from './workers/conflict-refusals.js';
 import { TriggerDelivery } from './workers/trigger-delivery.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
 import { logFunctions } from './engine-functions/log.js';
@@ -49,9 +49,6 @@ export interface EngineClusterOptions {
   /** Mutual TLS on the TCP forward links (cluster forward_tls). */
   tls?: ForwardTls;
 }
-
-/** How long a registration conflict must persist before the registration is refused (refuseConflicts). */
-const CONFLICT_SETTLE_MS = 1000;
 
 export interface EngineOptions {
   config: EngineConfig;
@@ -91,8 +88,8 @@ export class Engine {
   private readonly pipeline: HttpPipeline;
   private readonly httpServer: HttpServer;
   private readonly workerServer: WorkerServer;
-  /** Conflicts seen and waiting out CONFLICT_SETTLE_MS before their registration is refused. */
-  private readonly pendingConflicts = new Map<string, NodeJS.Timeout>();
+  /** Registrations that lost to an older holder: refused once the conflict has settled. */
+  private readonly conflicts: ConflictRefusals;
   /** Further `iii-worker-manager` listeners (typically RBAC ones), sharing the hub with the main one. */
   private readonly extraWorkerServers: WorkerServer[];
   private readonly forwardServer: ForwardServer | undefined;
@@ -222,7 +219,10 @@ export class Engine {
     this.workerServer = workerServer(config.workers, 0);
     this.extraWorkerServers = config.workers.extraListeners.map((listener, i) => workerServer(listener, i + 1));
     // Registrations another binding holds: this process drops its own losers and tells their workers.
-    this.table.onChange((state) => this.refuseConflicts(state));
+    this.conflicts = new ConflictRefusals(this.hub.ownerId, () => this.table.current(), (workerId) => this.hub.get(workerId), (kind) =>
+      this.metrics.registrationConflict(kind),
+    );
+    this.table.onChange((state) => this.conflicts.seen(state));
     this.pipeline = new HttpPipeline({
       config: config.api,
       table: this.table,
@@ -301,32 +301,6 @@ export class Engine {
     return this.phase === 'running' && (this.membership?.synced ?? true);
   }
 
-  /**
-   * Drops this process's registrations that lost to an older holder, telling their workers
-   * (route-table.ts). A conflict must still hold CONFLICT_SETTLE_MS after it was first seen: the table
-   * is eventually consistent, so a registration that looks like a conflict only because a peer's
-   * newer snapshot (the holder left, or reconnected elsewhere) has not arrived yet is not refused.
-   * Meanwhile the conflicting binding is not routed.
-   */
-  private refuseConflicts(state: RoutingState): void {
-    for (const conflict of state.conflicts) {
-      if (conflict.ownerId !== this.hub.ownerId) continue;
-      const key = `${conflict.kind} ${conflict.workerId} ${conflict.id}`;
-      if (this.pendingConflicts.has(key)) continue;
-      const timer = setTimeout(() => {
-        this.pendingConflicts.delete(key);
-        const still = this.table.current().conflicts.find((c) => c.kind === conflict.kind && c.workerId === conflict.workerId && c.id === conflict.id);
-        const connection = this.hub.get(conflict.workerId);
-        if (still === undefined || connection === undefined) return;
-        this.metrics.registrationConflict(still.kind);
-        if (still.kind === 'route') connection.dropConflictingTrigger(still.id, still.reason);
-        else connection.dropConflictingFunction(still.id, still.reason);
-      }, CONFLICT_SETTLE_MS);
-      timer.unref();
-      this.pendingConflicts.set(key, timer);
-    }
-  }
-
   async start(): Promise<EnginePorts> {
     if (this.phase !== 'created') throw new Error(`engine cannot start from phase ${this.phase}`);
     this.phase = 'starting';
@@ -383,8 +357,7 @@ export class Engine {
         }],
         ['peers', () => this.peers?.close()],
         ['conflicts', () => {
-          for (const timer of this.pendingConflicts.values()) clearTimeout(timer);
-          this.pendingConflicts.clear();
+          this.conflicts.close();
           return undefined;
         }],
         ['http functions', () => this.httpFunctions.close()],

@@ -70,7 +70,7 @@ export class ForwardConnection {
       this.socket.once('connect', sayHello);
     } else {
       const tcp = { host: target.host as string, port: target.port as number, ...(target.tls === undefined ? {} : { tls: target.tls }) };
-      this.socket = dialForwardTcp(tcp, { onread, keepAliveInitialDelay: KEEPALIVE_DELAY_MS }, sayHello);
+      this.socket = dialForwardTcp(tcp, { onread, onData: (chunk) => this.onChunk(chunk), keepAliveInitialDelay: KEEPALIVE_DELAY_MS }, sayHello);
     }
     this.writer = new FrameWriter(this.socket);
     this.connectTimer = setTimeout(() => this.fail(`no handshake within ${settings.connectTimeoutMs} ms`), settings.connectTimeoutMs);

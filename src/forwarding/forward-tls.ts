@@ -23,11 +23,12 @@ export function forwardTcpServer(tls: ForwardTls | undefined, accept: (socket: S
 
 /**
  * Dials a peer's TCP forward listener; `onReady` runs once the link can carry frames (after the TLS
- * handshake when TLS is on). Plain TCP keeps the given `onread` buffer (no per-read allocation).
+ * handshake when TLS is on). Reads go to `onread` on plain TCP (one buffer reused, no per-read
+ * allocation), to `onData` under TLS (node:tls delivers decrypted chunks of its own).
  */
 export function dialForwardTcp(
   target: { host: string; port: number; tls?: ForwardTls },
-  options: { onread?: { buffer: Buffer; callback: (bytes: number) => boolean }; keepAliveInitialDelay?: number },
+  options: { onread?: { buffer: Buffer; callback: (bytes: number) => boolean }; onData?: (chunk: Buffer) => void; keepAliveInitialDelay?: number },
   onReady: () => void,
 ): Socket {
   if (target.tls === undefined) {
@@ -45,17 +46,7 @@ export function dialForwardTcp(
   const socket = tlsConnect({ host: target.host, port: target.port, cert, key, ca });
   socket.setNoDelay(true);
   if (options.keepAliveInitialDelay !== undefined) socket.setKeepAlive(true, options.keepAliveInitialDelay);
-  if (options.onread !== undefined) {
-    const { buffer, callback } = options.onread;
-    socket.on('data', (chunk: Buffer) => {
-      // Same contract as onread: the callback reads the bytes from its buffer before the next chunk.
-      for (let offset = 0; offset < chunk.length; offset += buffer.length) {
-        const part = chunk.subarray(offset, offset + buffer.length);
-        part.copy(buffer);
-        callback(part.length);
-      }
-    });
-  }
+  if (options.onData !== undefined) socket.on('data', options.onData);
   socket.once('secureConnect', onReady);
   return socket;
 }

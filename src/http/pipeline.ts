@@ -227,11 +227,10 @@ export class HttpPipeline {
     state.routing = routing;
 
     // onRequest runs before matching; its patches to path or method change what is matched.
-    const onRequestIds = this.selectIds(routing, 'onRequest', apiRequest.path, () => {
-      // Before matching: a restricted middleware runs only if the request as it came matches its principal's route.
-      const early = routing.router.match(apiRequest.method, apiRequest.path);
-      return early.kind === 'matched' ? early.match.route.principal : undefined;
-    });
+    // Before matching, a restricted middleware runs only if the request as it came matches its
+    // principal's route (matched here only when some middleware is restricted).
+    const early = routing.middleware.hasRestricted ? routing.router.match(apiRequest.method, apiRequest.path) : undefined;
+    const onRequestIds = this.selectIds(routing, 'onRequest', apiRequest.path, early?.kind === 'matched' ? early.match.route.principal : undefined);
     const onRequest = await this.runPhase(state, 'onRequest', onRequestIds, {});
     if (onRequest !== undefined) return this.finish(state, onRequest);
 
@@ -247,7 +246,7 @@ export class HttpPipeline {
     const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
 
     // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.
-    const preHandlerIds = this.selectIds(routing, 'preHandler', apiRequest.path, () => route.principal);
+    const preHandlerIds = this.selectIds(routing, 'preHandler', apiRequest.path, route.principal);
     const preIds = route.middlewareFunctionIds === undefined ? preHandlerIds : [...preHandlerIds, ...route.middlewareFunctionIds];
     const preHandler = await this.runPhase(state, 'preHandler', preIds, { matchedRoute });
     if (preHandler !== undefined) return this.finish(state, preHandler);
@@ -266,7 +265,7 @@ export class HttpPipeline {
     const outcome = answer.outcome;
     if (!outcome.ok) return this.finish(state, await this.handlerFailure(state, outcome.failure, matchedRoute));
 
-    const postIds = this.selectIds(routing, 'postHandler', apiRequest.path, () => route.principal);
+    const postIds = this.selectIds(routing, 'postHandler', apiRequest.path, route.principal);
     let posted: PostHandlerAnswer = { kind: 'response', value: outcome.value };
     if (postIds.length > 0) {
       const post = await this.middleware.run(
@@ -318,11 +317,10 @@ export class HttpPipeline {
    * The middleware of a phase for a path. Middleware registered through a listener with `rbac` runs only
    * on routes of its own principal (docs/security.md#middleware-scope): `principal` says whose route this is.
    */
-  private selectIds(routing: RoutingState, phase: MiddlewarePhase, path: string, principal: () => string | undefined): readonly string[] {
+  private selectIds(routing: RoutingState, phase: MiddlewarePhase, path: string, principal: string | undefined): readonly string[] {
     let bindings = routing.middleware.select(phase, path);
     if (routing.middleware.hasRestricted && bindings.length > 0) {
-      const owner = principal();
-      bindings = bindings.filter((binding) => binding.restrictedTo === undefined || binding.restrictedTo === owner);
+      bindings = bindings.filter((binding) => binding.restrictedTo === undefined || binding.restrictedTo === principal);
     }
     return bindings.length === 0 ? NO_IDS : bindings.map((binding) => binding.functionId);
   }
@@ -393,7 +391,7 @@ export class HttpPipeline {
   ): Promise<HttpReply> {
     const request = state.apiRequest;
     if (request === undefined || state.routing === undefined) return fallback;
-    const ids = this.selectIds(state.routing, phase, request.path, () => state.route?.principal);
+    const ids = this.selectIds(state.routing, phase, request.path, state.route?.principal);
     if (ids.length === 0) return fallback;
     const deadline = Math.max(state.deadline, performance.now() + this.errorPhaseBudgetMs);
     const call: MiddlewareCall = { phase, request, error };
@@ -459,7 +457,7 @@ export class HttpPipeline {
   private onResponse(state: RequestState, reply: HttpReply): void {
     const request = state.apiRequest;
     if (request === undefined || state.routing === undefined) return;
-    const ids = this.selectIds(state.routing, 'onResponse', request.path, () => state.route?.principal);
+    const ids = this.selectIds(state.routing, 'onResponse', request.path, state.route?.principal);
     if (ids.length === 0) return;
     const call: MiddlewareCall = { phase: 'onResponse', request, response: sentResponse(reply) };
     if (state.route !== undefined) {

@@ -2,15 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
-import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
+import type { InvocationOutcome } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import { toJson } from '../invocation/raw-json.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 import { decodeFrame } from '../protocol/decode.js';
-import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../protocol/encode.js';
+import { encodeFrame, encodeInvocation } from '../protocol/encode.js';
 import type {
-  InvokeFunctionMessage,
   RegisterFunctionMessage,
   RegisterTriggerMessage,
   RegisterTriggerTypeMessage,
@@ -20,11 +19,13 @@ import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRec
 import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
 import { PendingInvocations } from './pending-invocations.js';
 import { BUILT_IN_TRIGGER_TYPES, customTriggerRecord, functionRecord, providerTriggerFrame, triggerTypeRecord } from './registration-records.js';
-import { callReply } from './worker-call-reply.js';
-import type { EngineFunction, EngineFunctions } from './engine-functions.js';
+import type { EngineFunction } from './engine-functions.js';
 import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
 import { ReadGate, WorkerOutbound } from './worker-outbound.js';
+import { FrameRateLimit } from './frame-rate-limit.js';
+import type { WorkerCallDeps } from './worker-calls.js';
+import { WorkerCalls } from './worker-calls.js';
 import { isPlainObject } from '../values.js';
 import { RegistrationGate } from './registration-gate.js';
 import type { Gated } from './registration-gate.js';
@@ -34,13 +35,10 @@ import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-se
 /** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
 export type WorkerLimitKind = 'registrations' | 'calls_in_flight' | 'frames_per_second' | 'queued_bytes' | 'auth_refused';
 
-export interface WorkerConnectionDeps {
+export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   hub: WorkerHub<WorkerConnection>;
-  invoker: Invoker;
   logger: Logger;
   ignoreTrailingSlash: boolean;
-  /** Deadline for calls a worker makes to another worker through the engine. */
-  workerCallTimeoutMs: number;
   /** Called when a worker reattaches after a reconnect (metrics). */
   onReattach?: () => void;
   /**
@@ -50,12 +48,8 @@ export interface WorkerConnectionDeps {
   retireElsewhere?: (previousWorkerId: string, reattachToken: string) => number;
   /** A worker was dropped by the heartbeat (metrics). */
   onFrozen?: () => void;
-  /** Functions the engine serves itself (`engine::…`); a call to one never reaches the invoker. */
-  engineFunctions: EngineFunctions;
   /** Calls HTTP-invoked functions; without it, registrations with `invocation` are refused. */
   httpFunctions?: HttpFunctionCaller;
-  /** A function's metadata as the cluster table holds it (expose_functions' metadata filters). */
-  functionMetadata?: (functionId: string) => Record<string, unknown> | undefined;
   /** A per-worker limit refused something (metrics). */
   onLimit?: (kind: WorkerLimitKind) => void;
 }
@@ -101,14 +95,10 @@ export class WorkerConnection implements HubMember {
   readonly pending = new PendingInvocations();
   info: WorkerInfo = {};
   private closed = false;
-  /** Calls this worker made through the engine that have not been answered yet. */
-  private callsInFlight = 0;
-  /** Frames received in the current one-second window (max_frames_per_second). */
-  private framesThisSecond = 0;
-  private windowStart = 0;
-  private rateLimited = false;
-  /** Frames read while rate limited, handled in order once the second is over. */
-  private deferred: WebSocket.RawData[] = [];
+  /** The calls this worker makes (RBAC, listener middleware, max_calls_in_flight). */
+  private readonly calls: WorkerCalls;
+  /** max_frames_per_second (none when 0). */
+  private readonly frameRate: FrameRateLimit | undefined;
   /** Registrations wait for hooks one at a time, in the order the worker sent them. */
   private registrations: Promise<void> = Promise.resolve();
   private readonly gate: RegistrationGate;
@@ -140,6 +130,15 @@ export class WorkerConnection implements HubMember {
         this.socket.terminate();
       },
     }, this.reads);
+    const maxFrames = session.policy.limits.maxFramesPerSecond;
+    this.frameRate =
+      maxFrames === 0
+        ? undefined
+        : new FrameRateLimit(maxFrames, this.reads, (frame) => this.handleFrame(frame), () => {
+            this.deps.onLimit?.('frames_per_second');
+            this.logger.warn({ limit: maxFrames }, 'worker sends more frames per second than max_frames_per_second: reading paused for the rest of the second');
+          });
+    this.calls = new WorkerCalls(this, deps, this.logger);
     this.gate = new RegistrationGate(session, (functionId, data) =>
       this.deps.invoker.invoke(functionId, data, { deadline: performance.now() + this.deps.workerCallTimeoutMs }),
     );
@@ -171,40 +170,8 @@ export class WorkerConnection implements HubMember {
   /** One frame from the worker (also frames that arrived while its session was being authenticated). */
   receive(data: WebSocket.RawData): void {
     this.silentTicks = 0;
-    const maxFrames = this.session.policy.limits.maxFramesPerSecond;
-    if (maxFrames > 0 && (this.rateLimited || !this.withinFrameRate(maxFrames))) {
-      this.deferred.push(data);
-      return;
-    }
-    this.handleFrame(data);
-  }
-
-  /**
-   * max_frames_per_second: past it, the socket stops being read and frames already read wait, in
-   * order, until the second is over (TCP pushes back on the worker; nothing is dropped).
-   */
-  private withinFrameRate(maxFrames: number): boolean {
-    const now = performance.now();
-    if (now - this.windowStart >= 1000) {
-      this.windowStart = now;
-      this.framesThisSecond = 0;
-    }
-    if (++this.framesThisSecond <= maxFrames) return true;
-    this.rateLimited = true;
-    this.deps.onLimit?.('frames_per_second');
-    this.logger.warn({ limit: maxFrames }, 'worker sends more frames per second than max_frames_per_second: reading paused for the rest of the second');
-    this.reads.pause('frame-rate');
-    setTimeout(() => {
-      this.rateLimited = false;
-      this.windowStart = performance.now();
-      this.framesThisSecond = 0;
-      if (this.closed) return;
-      const waiting = this.deferred;
-      this.deferred = [];
-      for (const frame of waiting) this.receive(frame);
-      if (!this.rateLimited) this.reads.resume('frame-rate');
-    }, Math.max(1, 1000 - (now - this.windowStart))).unref();
-    return false;
+    if (this.frameRate === undefined) this.handleFrame(data);
+    else this.frameRate.receive(data);
   }
 
   /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */
@@ -306,7 +273,7 @@ export class WorkerConnection implements HubMember {
         return;
       }
       case 'invokefunction':
-        this.handleInvoke(message);
+        this.calls.handle(message);
         return;
       case 'registerfunction':
         this.inOrder(() => this.gate.function(message), (gated) => this.registerFunction(gated), 'function', message.id);
@@ -509,68 +476,6 @@ export class WorkerConnection implements HubMember {
     this.deps.hub.triggersChanged();
   }
 
-  private handleInvoke(message: InvokeFunctionMessage): void {
-    const invocationId = message.invocation_id;
-    const session = this.session;
-    if (session.policy.rbac !== undefined) {
-      if (!session.mayCall(message.function_id, this.deps.functionMetadata?.(message.function_id))) {
-        this.logger.info({ functionId: message.function_id }, 'call refused by the listener\'s RBAC');
-        if (invocationId !== undefined) this.send(encodeInvocationResult(invocationId, message.function_id, { ok: false, error: session.forbidden(message.function_id) }));
-        return;
-      }
-    }
-    const middlewareId = session.policy.middlewareFunctionId;
-    if (middlewareId !== undefined && !message.function_id.startsWith('engine::')) {
-      // iii's listener middleware: it gets the call instead, and decides whether to make it.
-      const middlewareInput = { function_id: message.function_id, payload: message.data, action: message.action ?? null, context: session.auth.context };
-      this.callThrough({ ...message, function_id: middlewareId, data: middlewareInput }, invocationId, message.function_id);
-      return;
-    }
-    this.callThrough(message, invocationId, message.function_id);
-  }
-
-  /** Makes a worker's call; the answer names `replyId` (the function the worker asked for). */
-  private callThrough(message: InvokeFunctionMessage, invocationId: string | undefined, replyId: string): void {
-    const engineFunction = this.deps.engineFunctions.get(message.function_id);
-    if (engineFunction !== undefined) {
-      void this.deps.engineFunctions.call(engineFunction, message.data, this).then((result) => {
-        if (invocationId !== undefined && message.action?.type !== 'void') {
-          this.send(encodeInvocationResult(invocationId, replyId, result));
-        }
-      });
-      return;
-    }
-    if (invocationId === undefined || message.action?.type === 'void') {
-      if (!this.deps.invoker.fire(message.function_id, message.data)) {
-        this.logger.warn({ functionId: message.function_id }, 'fire-and-forget call dropped: no worker serves it');
-      }
-      return;
-    }
-    if (this.callsInFlight >= this.session.policy.limits.maxCallsInFlight) {
-      this.deps.onLimit?.('calls_in_flight');
-      this.send(
-        encodeInvocationResult(invocationId, replyId, {
-          ok: false,
-          error: { code: 'too_many_calls', message: `the worker has max_calls_in_flight (${this.session.policy.limits.maxCallsInFlight}) calls in flight already` },
-        }),
-      );
-      return;
-    }
-    this.callsInFlight++;
-    const deadline = performance.now() + this.deps.workerCallTimeoutMs;
-    // The caller's trace context goes on with its call (iii-sdk sends traceparent and baggage).
-    const options = {
-      deadline,
-      ...(message.traceparent === undefined ? {} : { traceparent: message.traceparent }),
-      ...(message.baggage === undefined ? {} : { baggage: message.baggage }),
-    };
-    this.deps.invoker
-      .invoke(message.function_id, message.data, options)
-      .then((outcome) => this.send(encodeInvocationResult(invocationId, replyId, callReply(outcome))))
-      .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'))
-      .finally(() => this.callsInFlight--);
-  }
-
   /** What the worker told about itself through engine::workers::register. */
   recordInfo(data: unknown): void {
     if (!isRecord(data)) return;
@@ -624,6 +529,7 @@ export class WorkerConnection implements HubMember {
   private cleanup(reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    this.frameRate?.close();
     this.deps.hub.remove(this);
     const failed = this.pending.failAll((functionId) =>
       engineFailure('WORKER_DISCONNECTED', `worker serving ${functionId} disconnected (${reason})`),

@@ -1,0 +1,105 @@
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import type { Invoker } from '../invocation/invoker.js';
+import { encodeInvocationResult } from '../protocol/encode.js';
+import type { InvokeFunctionMessage } from '../protocol/messages.js';
+import type { EngineCaller, EngineFunctions } from './engine-functions.js';
+import { callReply } from './worker-call-reply.js';
+import type { WorkerSession } from './worker-session.js';
+
+/** What the calls a worker makes need of the engine (a part of WorkerConnectionDeps). */
+export interface WorkerCallDeps {
+  invoker: Invoker;
+  /** Deadline for calls a worker makes to another worker through the engine. */
+  workerCallTimeoutMs: number;
+  /** Functions the engine serves itself (`engine::…`); a call to one never reaches the invoker. */
+  engineFunctions: EngineFunctions;
+  /** A function's metadata as the cluster table holds it (expose_functions' metadata filters). */
+  functionMetadata?: (functionId: string) => Record<string, unknown> | undefined;
+  /** max_calls_in_flight refused a call (metrics). */
+  onLimit?: (kind: 'calls_in_flight') => void;
+}
+
+/** The connection the calls come from: who calls (engine functions get it), its session, its socket. */
+export interface WorkerCallSource extends EngineCaller {
+  readonly session: WorkerSession;
+  send(frame: string): boolean;
+}
+
+/**
+ * The calls one worker makes (`invokefunction` from it): the listener's RBAC first, then its
+ * middleware (iii's order, engine/src/engine/mod.rs), then an engine function or the invoker, within
+ * max_calls_in_flight. Every answer goes back on the worker's socket under the id it asked with.
+ */
+export class WorkerCalls {
+  /** Calls made through the invoker that have not been answered yet. */
+  private inFlight = 0;
+
+  constructor(
+    private readonly source: WorkerCallSource,
+    private readonly deps: WorkerCallDeps,
+    private readonly logger: Logger,
+  ) {}
+
+  handle(message: InvokeFunctionMessage): void {
+    const invocationId = message.invocation_id;
+    const session = this.source.session;
+    if (session.policy.rbac !== undefined) {
+      if (!session.mayCall(message.function_id, this.deps.functionMetadata?.(message.function_id))) {
+        this.logger.info({ functionId: message.function_id }, 'call refused by the listener\'s RBAC');
+        if (invocationId !== undefined) this.source.send(encodeInvocationResult(invocationId, message.function_id, { ok: false, error: session.forbidden(message.function_id) }));
+        return;
+      }
+    }
+    const middlewareId = session.policy.middlewareFunctionId;
+    if (middlewareId !== undefined && !message.function_id.startsWith('engine::')) {
+      // iii's listener middleware: it gets the call instead, and decides whether to make it.
+      const middlewareInput = { function_id: message.function_id, payload: message.data, action: message.action ?? null, context: session.auth.context };
+      this.callThrough({ ...message, function_id: middlewareId, data: middlewareInput }, invocationId, message.function_id);
+      return;
+    }
+    this.callThrough(message, invocationId, message.function_id);
+  }
+
+  /** Makes a worker's call; the answer names `replyId` (the function the worker asked for). */
+  private callThrough(message: InvokeFunctionMessage, invocationId: string | undefined, replyId: string): void {
+    const engineFunction = this.deps.engineFunctions.get(message.function_id);
+    if (engineFunction !== undefined) {
+      void this.deps.engineFunctions.call(engineFunction, message.data, this.source).then((result) => {
+        if (invocationId !== undefined && message.action?.type !== 'void') {
+          this.source.send(encodeInvocationResult(invocationId, replyId, result));
+        }
+      });
+      return;
+    }
+    if (invocationId === undefined || message.action?.type === 'void') {
+      if (!this.deps.invoker.fire(message.function_id, message.data)) {
+        this.logger.warn({ functionId: message.function_id }, 'fire-and-forget call dropped: no worker serves it');
+      }
+      return;
+    }
+    if (this.inFlight >= this.source.session.policy.limits.maxCallsInFlight) {
+      this.deps.onLimit?.('calls_in_flight');
+      this.source.send(
+        encodeInvocationResult(invocationId, replyId, {
+          ok: false,
+          error: { code: 'too_many_calls', message: `the worker has max_calls_in_flight (${this.source.session.policy.limits.maxCallsInFlight}) calls in flight already` },
+        }),
+      );
+      return;
+    }
+    this.inFlight++;
+    const deadline = performance.now() + this.deps.workerCallTimeoutMs;
+    // The caller's trace context goes on with its call (iii-sdk sends traceparent and baggage).
+    const options = {
+      deadline,
+      ...(message.traceparent === undefined ? {} : { traceparent: message.traceparent }),
+      ...(message.baggage === undefined ? {} : { baggage: message.baggage }),
+    };
+    this.deps.invoker
+      .invoke(message.function_id, message.data, options)
+      .then((outcome) => this.source.send(encodeInvocationResult(invocationId, replyId, callReply(outcome))))
+      .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'))
+      .finally(() => this.inFlight--);
+  }
+}
