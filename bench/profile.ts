@@ -1,10 +1,13 @@
 /**
  * CPU-profiles the engine under one benchmark load (docs/performance.md, "How to profile").
  *
- *   npm run bench:profile -- [--middleware] [--body 1k|64k] [--sdk] [--seconds N] [--out DIR]
+ *   npm run bench:profile -- [--middleware] [--body 1k|64k] [--sdk [--shipped]] [--connections N]
+ *                            [--worker-prof] [--seconds N] [--out DIR]
  *
  * Starts a one-process engine with `--cpu-prof` (primary and child write a .cpuprofile into DIR when
- * they exit), one bench worker, and runs the closed-loop load for N seconds (default 8). Prints the
+ * they exit), one bench worker, and runs the closed-loop load for N seconds (default 8) over N
+ * connections (default 64). `--shipped` runs the iii-sdk worker as shipped (OpenTelemetry on);
+ * `--worker-prof` profiles the worker process too. Prints the
  * profile files and the load's throughput; open them in Chrome DevTools or summarise them with
  * `npx tsx bench/profile.ts --summary FILE`.
  */
@@ -80,9 +83,11 @@ async function main(): Promise<void> {
     logLevel: 'warn',
     nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`],
   });
-  const worker = spawnManaged(process.execPath, [join('bench/workers', flag('--sdk') ? 'sdk-worker.mjs' : 'raw-worker.mjs')], {
+  const workerArgs = flag('--worker-prof') ? ['--cpu-prof', `--cpu-prof-dir=${outDir}`] : [];
+  const workerFile = join('bench/workers', flag('--sdk') ? 'sdk-worker.mjs' : 'raw-worker.mjs');
+  const worker = spawnManaged(process.execPath, [...workerArgs, workerFile], {
     ...process.env,
-    OTEL_ENABLED: 'false',
+    OTEL_ENABLED: flag('--shipped') ? 'true' : 'false',
     III_URL: engine.workerUrl,
     ROUTES: 'GET /bench/hello,POST /bench/echo',
     ...(flag('--middleware') ? { MIDDLEWARE: '1' } : {}),
@@ -92,7 +97,7 @@ async function main(): Promise<void> {
     const payload = body === undefined ? undefined : JSON.stringify({ data: 'x'.repeat(body === '64k' ? 65_500 : 1000) });
     const result = await runLoad({
       url: `${engine.httpUrl}${payload === undefined ? '/bench/hello' : '/bench/echo'}`,
-      connections: 64,
+      connections: Number(option('--connections') ?? 64),
       durationMs: seconds * 1000,
       warmupMs: 1000,
       ...(payload === undefined ? {} : { method: 'POST', body: payload, headers: { 'content-type': 'application/json' } }),

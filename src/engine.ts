@@ -306,7 +306,9 @@ export class Engine {
     this.phase = 'starting';
     try {
       // The forward listener and the bus before HTTP, so that the first request already sees every
-      // peer's routes. Admin is the primary's (src/supervisor/primary.ts).
+      // peer's routes. Admin is the primary's (src/supervisor/primary.ts). The tracer first: an
+      // exporting one loads the OpenTelemetry SDK before anything is traced.
+      await this.tracing.ready();
       const forward = await this.startCluster();
       const workers = await this.workerServer.start();
       for (const server of this.extraWorkerServers) await server.start();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { HTTP_TOKEN } from '../values.js';
+import { MIDDLEWARE_PHASES } from './types.js';
 
 /**
  * The config file schemas, in the file's own (snake_case, iii) vocabulary. Each `.describe()` is the
@@ -44,9 +45,6 @@ export const DEFAULT_CHILD_NODE_ARGS = ['--heap-growing-percent=50'] as const;
 
 // Node clamps a timer delay above 2^31-1 ms to 1 ms, which would turn a huge timeout into an instant one.
 const MAX_TIMER_MS = 2_147_483_647;
-
-
-export const MIDDLEWARE_PHASES = ['onRequest', 'preHandler', 'postHandler', 'onResponse', 'onError', 'onTimeout'] as const;
 
 const port = () => z.int().min(0).max(65535);
 const host = () => z.string().min(1);

@@ -1,9 +1,11 @@
-import type { MIDDLEWARE_PHASES } from './schema.js';
-
 /**
  * The validated engine configuration: camelCase, units in the names, deeply frozen. Optional fields are
  * absent (never `undefined`-valued) when unset, so `'cors' in config.api` tells whether CORS was set.
  */
+/** The lifecycle phases an `http_middleware` runs in. Here, not in schema.ts: engine children validate
+ * phases at registration and must not load the config schemas (zod) to do it. */
+export const MIDDLEWARE_PHASES = ['onRequest', 'preHandler', 'postHandler', 'onResponse', 'onError', 'onTimeout'] as const;
+
 export type MiddlewarePhase = (typeof MIDDLEWARE_PHASES)[number];
 
 export interface CorsConfig {

@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { lookup as dnsLookup } from 'node:dns';
 import type { LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
-import { Agent, request } from 'undici';
+import type { Agent, request } from 'undici';
 import type { HttpFunctionsConfig } from '../config/types.js';
 import type { WireErrorCode } from '../errors.js';
 import type { HttpInvocation } from '../routing/registrations.js';
@@ -58,20 +58,28 @@ export type UrlCheck = { ok: true; url: URL } | { ok: false; message: string };
 
 export class HttpFunctionCaller {
   private readonly allowlist: readonly RegExp[];
-  private readonly agent: Agent;
+  /** undici and the agent, loaded on the first call: most engines never call an HTTP function. */
+  private client: Promise<{ agent: Agent; request: typeof request }> | undefined;
 
   constructor(
     private readonly config: HttpFunctionsConfig,
     private readonly env: Readonly<Record<string, string | undefined>>,
   ) {
     this.allowlist = config.urlAllowlist.map(globToRegExp);
-    this.agent = new Agent({
-      keepAliveTimeout: 10_000,
-      connections: 64,
-      // The address actually connected to is checked, not only the one a first lookup returned:
-      // a DNS answer that changes between check and connect cannot reach a private address.
-      connect: config.blockPrivateIps ? { lookup: guardedLookup } : {},
-    });
+  }
+
+  private undici(): Promise<{ agent: Agent; request: typeof request }> {
+    this.client ??= import('undici').then((undici) => ({
+      agent: new undici.Agent({
+        keepAliveTimeout: 10_000,
+        connections: 64,
+        // The address actually connected to is checked, not only the one a first lookup returned:
+        // a DNS answer that changes between check and connect cannot reach a private address.
+        connect: this.config.blockPrivateIps ? { lookup: guardedLookup } : {},
+      }),
+      request: undici.request,
+    }));
+    return this.client;
   }
 
   /** The URL rules that need no network (scheme, allowlist, a literal private address). */
@@ -140,11 +148,12 @@ export class HttpFunctionCaller {
     let status: number;
     let bytes: Buffer;
     try {
+      const { agent, request } = await this.undici();
       const response = await request(url.url, {
         method: invocation.method as 'POST',
         headers,
         body: invocation.method === 'GET' ? null : body,
-        dispatcher: this.agent,
+        dispatcher: agent,
         signal,
       });
       status = response.statusCode;
@@ -171,8 +180,10 @@ export class HttpFunctionCaller {
     return { ok: false, failure: { source: 'worker', ...errorOfResponse(status, bytes) } };
   }
 
-  close(): Promise<void> {
-    return this.agent.close();
+  async close(): Promise<void> {
+    if (this.client === undefined) return;
+    const { agent } = await this.client;
+    await agent.close();
   }
 }
 

@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { request } from 'undici';
 import { WarnThrottle } from './warn-throttle.js';
 
 /** The three kinds of OTLP data a worker sends (the telemetry intake's TelemetryKind). */
@@ -65,6 +64,8 @@ export class OtlpRelay {
 
   private async send(kind: TelemetryKind, body: Buffer): Promise<void> {
     try {
+      // undici is loaded by the first export: engines without a collector never carry it.
+      const { request } = await import('undici');
       const response = await request(`${this.endpoint}${PATHS[kind]}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

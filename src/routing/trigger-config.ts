@@ -1,8 +1,8 @@
 import type { MiddlewarePhase } from '../config/types.js';
+import { MIDDLEWARE_PHASES } from '../config/types.js';
 import type { PathPattern } from './path-pattern.js';
 import { normalizeApiPath, parsePathPattern } from './path-pattern.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
-import { MIDDLEWARE_PHASES } from '../config/schema.js';
 
 /** The two trigger types the HTTP module adds (http-module.md §6), validated at registration. */
 export interface HttpTriggerConfig {
