@@ -2,7 +2,7 @@
  * CPU-profiles the engine under one benchmark load (docs/performance.md, "How to profile").
  *
  *   npm run bench:profile -- [--middleware] [--body 1k|64k] [--sdk [--shipped]] [--connections N]
- *                            [--worker-prof] [--seconds N] [--out DIR]
+ *                            [--worker-prof] [--interval-us N] [--seconds N] [--out DIR]
  *
  * Starts a one-process engine with `--cpu-prof` (primary and child write a .cpuprofile into DIR when
  * they exit), one bench worker, and runs the closed-loop load for N seconds (default 8) over N
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
   const engine = await startEngine({
     cluster: { processes: 1 },
     logLevel: 'warn',
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`],
+    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`, `--cpu-prof-interval=${option('--interval-us') ?? 1000}`],
   });
   const workerArgs = flag('--worker-prof') ? ['--cpu-prof', `--cpu-prof-dir=${outDir}`] : [];
   const workerFile = join('bench/workers', flag('--sdk') ? 'sdk-worker.mjs' : 'raw-worker.mjs');

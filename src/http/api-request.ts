@@ -24,7 +24,19 @@ export interface ApiRequest {
  * which JSON, Object.keys and middleware patches never see.
  */
 const UNTOUCHED_BODY = Symbol('untouched JSON body text');
+/**
+ * The request's JSON without its closing brace, kept from one invocation to the next: middleware and
+ * handler of one request get the same request text unless something changed it in between, and
+ * whatever changes it calls `requestChanged` (the pipeline after matching, middleware patches, a body
+ * assignment). Kept beside the request, not on it: the request stays the plain object middleware see.
+ */
+const jsonHeads = new WeakMap<ApiRequest, string>();
 type WithUntouchedBody = ApiRequest & { [UNTOUCHED_BODY]?: string | undefined };
+
+/** Forgets the request's JSON text: call after changing any of its fields. */
+export function requestChanged(request: ApiRequest): void {
+  jsonHeads.delete(request);
+}
 
 export type ApiRequestFields = Omit<ApiRequest, 'body'>;
 
@@ -47,6 +59,7 @@ export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRe
     },
     set body(next: unknown) {
       request[UNTOUCHED_BODY] = undefined;
+      jsonHeads.delete(request);
       value = next;
     },
     headers: f.headers,
@@ -61,20 +74,24 @@ export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRe
 
 /**
  * The request as the worker's JSON: an untouched body's own text is spliced in (one JSON pass less
- * per request, most of the cost for large bodies). The worker parses the same values; `body` comes
- * last. The other fields are fixed: middleware may patch only the ApiRequest's own keys. `extra` is
- * more members as JSON text (the handler's channel refs), added after the request's own.
+ * per request, most of the cost for large bodies). The worker parses the same values. The other
+ * fields are fixed: middleware may patch only the ApiRequest's own keys. `extra` is more members as
+ * JSON text (the handler's channel refs), added after the request's own. The text is kept until
+ * `requestChanged` (jsonHeads).
  */
 export function apiRequestJson(request: ApiRequest, extra?: string): string {
-  const bodyJson = (request as WithUntouchedBody)[UNTOUCHED_BODY];
-  const tail = extra === undefined ? '' : `,${extra}`;
-  if (bodyJson === undefined) {
-    const json = JSON.stringify(request);
-    return tail === '' ? json : `${json.slice(0, -1)}${tail}}`;
+  let head = jsonHeads.get(request);
+  if (head === undefined) {
+    const bodyJson = (request as WithUntouchedBody)[UNTOUCHED_BODY];
+    if (bodyJson === undefined) {
+      head = JSON.stringify(request).slice(0, -1);
+    } else {
+      const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = request;
+      head = `${JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip }).slice(0, -1)},"body":${bodyJson}`;
+    }
+    jsonHeads.set(request, head);
   }
-  const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = request;
-  const json = JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip });
-  return `${json.slice(0, -1)}${tail},"body":${bodyJson}}`;
+  return extra === undefined ? `${head}}` : `${head},${extra}}`;
 }
 
 /** The request as invocation data: JSON text, so an untouched body is never parsed again. */

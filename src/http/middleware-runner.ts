@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { MiddlewarePhase } from '../config/types.js';
 import type { ApiRequest } from './api-request.js';
-import { apiRequestJson } from './api-request.js';
+import { apiRequestJson, requestChanged } from './api-request.js';
 import { RawJson } from '../invocation/raw-json.js';
 import type { Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
@@ -136,6 +136,9 @@ export class MiddlewareRunner {
     } catch (err) {
       if (err instanceof MergeDepthError) return err.message;
       throw err;
+    } finally {
+      // Even a merge that failed half-way may have changed the request: its JSON is built again.
+      if (requestPatch !== undefined || contextPatch !== undefined) requestChanged(request);
     }
     if (refused > 0) {
       this.logger.warn({ functionId, requestId, refusedKeys: refused }, 'middleware patch keys __proto__/constructor/prototype refused');

@@ -10,7 +10,7 @@ import type { MiddlewareCall, PhaseOutcome } from './middleware-runner.js';
 import { MiddlewareRunner } from './middleware-runner.js';
 import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
 import type { ApiRequest } from './api-request.js';
-import { apiRequestData, apiRequestWithJsonBody, clientIp, flattenHeaders } from './api-request.js';
+import { apiRequestData, apiRequestWithJsonBody, clientIp, flattenHeaders, requestChanged } from './api-request.js';
 import { decodeBody, planBody, readBody, searchParamsToObject } from './body.js';
 import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
@@ -243,6 +243,7 @@ export class HttpPipeline {
     state.requestTrace.route(route.method, route.pattern.source);
     apiRequest.path_params = match.match.params;
     apiRequest.trigger = { type: 'http', path: route.pattern.source, method: route.method };
+    requestChanged(apiRequest);
     const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
 
     // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ApiRequest } from '../../src/http/api-request.js';
-import { apiRequestData, apiRequestJson, apiRequestWithJsonBody, clientIp, flattenHeaders } from '../../src/http/api-request.js';
+import { apiRequestData, apiRequestJson, apiRequestWithJsonBody, clientIp, flattenHeaders, requestChanged } from '../../src/http/api-request.js';
 import { deepMerge } from '../../src/middleware/merge.js';
 
 function fakeRequest(headers: IncomingHttpHeaders, remoteAddress: string | undefined): IncomingMessage {
@@ -133,3 +133,48 @@ describe('deferred JSON bodies', () => {
     expect(apiRequestJson(req)).toBe(JSON.stringify(req));
   });
 });
+
+describe('request JSON kept from one invocation to the next', () => {
+  const fields = {
+    path: '/items/7',
+    method: 'GET',
+    path_params: {} as Record<string, string>,
+    query_params: {},
+    headers: { host: 'h' } as Record<string, string>,
+    trigger: { type: 'http' as const, path: '/items/7', method: 'GET' },
+    context: {} as Record<string, unknown>,
+    request_id: 'r',
+    ip: '127.0.0.1',
+  };
+
+  it('is built once until requestChanged: then the change is what the next invocation gets', () => {
+    for (const req of [{ ...fields, headers: { ...fields.headers }, body: null } as ApiRequest, apiRequestWithJsonBody({ ...fields, headers: { ...fields.headers } }, '{"a":1}')]) {
+      const first = apiRequestJson(req);
+      // Changed without telling: the kept text is what goes out (the contract callers keep).
+      req.headers['x-added'] = '1';
+      expect(apiRequestJson(req)).toBe(first);
+      requestChanged(req);
+      expect(JSON.parse(apiRequestJson(req))).toMatchObject({ headers: { host: 'h', 'x-added': '1' } });
+      req.path_params = { id: '7' };
+      requestChanged(req);
+      expect(JSON.parse(apiRequestJson(req))).toMatchObject({ path_params: { id: '7' } });
+    }
+  });
+
+  it('appends the extra members to the kept text, with or without an untouched body', () => {
+    const refs = '"request_body":{"channel_id":"c1"},"response":{"channel_id":"c2"}';
+    for (const req of [{ ...fields, body: { b: 2 } } as ApiRequest, apiRequestWithJsonBody(fields, '{"b":2}')]) {
+      apiRequestJson(req);
+      expect(JSON.parse(apiRequestJson(req, refs))).toStrictEqual({ ...JSON.parse(JSON.stringify({ ...fields, body: { b: 2 } })), request_body: { channel_id: 'c1' }, response: { channel_id: 'c2' } });
+      expect(JSON.parse(apiRequestJson(req))).not.toHaveProperty('response');
+    }
+  });
+
+  it('a body assignment is a change: the new body goes out', () => {
+    const req = apiRequestWithJsonBody(fields, '{"old":true}');
+    apiRequestJson(req);
+    req.body = { new: true };
+    expect((JSON.parse(apiRequestJson(req)) as { body: unknown }).body).toStrictEqual({ new: true });
+  });
+});
+
