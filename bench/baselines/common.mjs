@@ -17,6 +17,17 @@ const fnOf = (method) => (method === 'POST' ? 'bench::f1' : 'bench::f0');
  * postHandler, one after the other — the least any engine must do for them.
  */
 const MIDDLEWARE = process.env.MIDDLEWARE === '1';
+/**
+ * WORKER_OTEL=true: the worker runs with its OpenTelemetry on (iii-sdk as shipped), and every
+ * invocation carries an unsampled traceparent, as an engine without a collector sends (a new trace id
+ * per request; flags 00, so the SDK records nothing). Default: OpenTelemetry off, no trace context.
+ */
+const WORKER_OTEL = process.env.WORKER_OTEL === 'true';
+let traceSeq = 0;
+const traceparent = () => {
+  const id = (++traceSeq).toString(16).padStart(16, '0');
+  return `,"traceparent":"00-${id}${id}-${id}-00"`;
+};
 
 /**
  * Listens for one worker on a port of this process alone (exclusive: inside a node:cluster child a
@@ -30,8 +41,15 @@ export async function startWorker() {
   const wss = new WebSocketServer({ server });
   const script = fileURLToPath(new URL(WORKER_SCRIPTS[process.env.WORKER ?? 'raw'], import.meta.url));
   const url = `ws://127.0.0.1:${server.address().port}`;
-  spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, III_URL: url, ROUTES, OTEL_ENABLED: 'false' } });
-  const ws = await new Promise((resolve) => wss.once('connection', resolve));
+  spawn(process.execPath, [script], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, III_URL: url, ROUTES, OTEL_ENABLED: WORKER_OTEL ? 'true' : 'false' } });
+  // The worker's own socket connects to `/`; with OpenTelemetry on, iii-sdk also opens `/otel` for its
+  // telemetry, which the baseline accepts and drops (an engine without a collector does the same).
+  const ws = await new Promise((resolve) =>
+    wss.on('connection', (socket, req) => {
+      if (req.url?.startsWith('/otel')) socket.on('message', () => undefined);
+      else resolve(socket);
+    }),
+  );
   const pending = new Map();
   let lastId = 0;
   let triggers = 0;
@@ -53,7 +71,7 @@ export async function startWorker() {
   const invoke = (functionId, dataJson, done) => {
     const id = String(++lastId);
     pending.set(id, done);
-    ws.send(`{"type":"invokefunction","invocation_id":"${id}","function_id":"${functionId}","data":${dataJson}}`);
+    ws.send(`{"type":"invokefunction","invocation_id":"${id}","function_id":"${functionId}"${WORKER_OTEL ? traceparent() : ''},"data":${dataJson}}`);
   };
   await allRegistered;
   await new Promise((resolve) => invoke('bench::f0', '{}', resolve));

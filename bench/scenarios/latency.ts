@@ -12,7 +12,8 @@ const ONE_AT_A_TIME = { ...HELLO, connections: 1 };
  */
 export function latency(): LoadGroup {
   const b2 = baselineResource('2-ws-worker.mjs');
-  const b2sdk = baselineResource('2-ws-worker.mjs', { WORKER: 'sdk' });
+  // The worker as shipped on both sides (OpenTelemetry on), as the Switchyard subject runs it.
+  const b2sdk = baselineResource('2-ws-worker.mjs', { WORKER: 'sdk', WORKER_OTEL: 'true' });
   const sy = engineResource(1, [{ script: 'raw-worker.mjs' }]);
   const sySdk = engineResource(1, [{ script: 'sdk-worker.mjs', env: { OTEL_ENABLED: 'true' } }]);
   return {
@@ -22,7 +23,7 @@ export function latency(): LoadGroup {
     members: {
       oneB2: baselineMember('(2) http + ws worker, 1 connection', b2, ONE_AT_A_TIME),
       oneSy: engineMember('Switchyard, raw worker, 1 connection', sy, ONE_AT_A_TIME),
-      oneB2sdk: baselineMember('(2) with iii-sdk worker, 1 connection', b2sdk, ONE_AT_A_TIME),
+      oneB2sdk: baselineMember('(2) with iii-sdk worker as shipped, 1 connection', b2sdk, ONE_AT_A_TIME),
       oneSySdk: engineMember('Switchyard, iii-sdk worker as shipped, 1 connection', sySdk, ONE_AT_A_TIME),
     },
     order: ['oneB2', 'oneSy', 'oneB2sdk', 'oneSySdk'],

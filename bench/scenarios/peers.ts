@@ -19,11 +19,15 @@ export function peers(): LoadGroup {
   const moleculer = baselineResource('../peers/moleculer.mjs');
   const moleculerNats = baselineResource('../peers/moleculer.mjs', { TRANSPORT: 'nats' });
   const fastify = baselineResource('../peers/fastify.mjs');
+  // Baseline (2) with the same iii-sdk worker as shipped: what any engine could reach with this worker.
+  const b2sdk = baselineResource('2-ws-worker.mjs', { WORKER: 'sdk', WORKER_OTEL: 'true' });
   const raw = engineResource(1, [{ script: 'raw-worker.mjs' }]);
   const sdk = engineResource(1, [{ script: 'sdk-worker.mjs', env: { OTEL_ENABLED: 'true' } }]);
   const rows: Row[] = [
     { name: 'peers: Switchyard, iii-sdk worker as shipped, against moleculer-web + TCP transporter', scenario: 'sdk', baseline: 'mol', target: 1.2, cpuTarget: 1.0 },
     { name: 'info: Switchyard, raw ws worker, against moleculer-web + TCP transporter', scenario: 'raw', baseline: 'mol' },
+    // What any engine could reach with this worker on this machine: the ceiling for the row above.
+    { name: 'info: baseline (2) with the iii-sdk worker as shipped (no engine), against moleculer-web + TCP transporter', scenario: 'peerB2sdk', baseline: 'mol' },
     { name: 'info: Switchyard, raw ws worker, against Fastify + @fastify/reply-from', scenario: 'raw', baseline: 'fastify' },
     { name: 'info: Switchyard, iii-sdk worker as shipped, against Fastify + @fastify/reply-from', scenario: 'sdk', baseline: 'fastify' },
   ];
@@ -31,15 +35,16 @@ export function peers(): LoadGroup {
   return {
     kind: 'load',
     name: 'peers',
-    resources: [moleculer, moleculerNats, fastify, raw, sdk],
+    resources: [moleculer, moleculerNats, fastify, raw, sdk, b2sdk],
     members: {
       mol: baselineMember('moleculer-web + moleculer service, TCP transporter', moleculer, HELLO),
       molNats: baselineMember('moleculer-web + moleculer service, NATS transporter', moleculerNats, HELLO),
       fastify: baselineMember('Fastify + @fastify/reply-from + upstream process', fastify, HELLO),
       raw: engineMember('Switchyard, raw worker', raw, HELLO),
       sdk: engineMember('Switchyard, iii-sdk worker as shipped (OpenTelemetry on)', sdk, HELLO),
+      peerB2sdk: baselineMember('(2) with iii-sdk worker as shipped (OpenTelemetry on)', b2sdk, HELLO),
     },
-    order: ['mol', 'sdk', 'raw', 'fastify', ...(NATS ? ['molNats'] : [])],
+    order: ['mol', 'sdk', 'raw', 'peerB2sdk', 'fastify', ...(NATS ? ['molNats'] : [])],
     rows,
   };
 }
