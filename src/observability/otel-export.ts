@@ -7,7 +7,7 @@ import { Resource } from '@opentelemetry/resources';
 import { BasicTracerProvider, ParentBasedSampler, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-base';
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { ObservabilityConfig } from '../config/types.js';
-import type { InvocationSpan, RequestTrace, Tracing, TracingCounters } from './tracing.js';
+import type { InvocationSpan, RequestTrace, Tracing, TracingCounters } from './tracing-api.js';
 import { baggageToHand, parseTraceparent } from './trace-context.js';
 
 /**

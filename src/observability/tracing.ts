@@ -2,6 +2,9 @@ import type { Logger } from 'pino';
 import type { ObservabilityConfig } from '../config/types.js';
 import type { TraceContext } from './trace-context.js';
 import { requestTraceContext } from './trace-context.js';
+import type { InvocationSpan, RequestTrace, Tracing, TracingCounters } from './tracing-api.js';
+
+export type { InvocationSpan, RequestTrace, Tracing, TracingCounters };
 
 /**
  * The engine's tracing (docs/observability.md). Two implementations behind one interface:
@@ -15,14 +18,6 @@ import { requestTraceContext } from './trace-context.js';
  * The OpenTelemetry SDK is loaded only when the engine exports (`ready()` loads it before the engine
  * serves): without a collector a child does not carry its modules (about 10 MB of RSS).
  */
-export interface InvocationSpan {
-  /** What the worker (or the peer) gets. */
-  readonly traceparent: string;
-  readonly baggage?: string;
-  /** False for pass-through tracing: `end` does nothing, so callers need not wait to call it. */
-  readonly recording: boolean;
-  end(failure?: { code: string; message: string }): void;
-}
 
 /** The trace fields of an invocation's options. */
 export function spanFields(span: InvocationSpan): { traceparent: string; baggage?: string } {
@@ -45,31 +40,6 @@ export function endedWith<T extends { ok: true } | { ok: false; failure: { code:
 export function otlpEndpoint(config: ObservabilityConfig): string | undefined {
   if (config.enabled === false || (config.exporter !== 'otlp' && config.exporter !== 'both')) return undefined;
   return typeof config.endpoint === 'string' && config.endpoint !== '' ? config.endpoint : 'http://localhost:4318';
-}
-
-export interface RequestTrace {
-  readonly traceId: string;
-  readonly spanId: string;
-  readonly baggage?: string;
-  /** A child span for one invocation of the request. */
-  invocation(functionId: string, role: 'handler' | 'condition' | 'middleware' | 'not_found'): InvocationSpan;
-  route(method: string, pattern: string): void;
-  end(status: number): void;
-}
-
-export interface Tracing {
-  request(traceparent: string | undefined, baggage: string | undefined, method: string, target: string, tracestate?: string): RequestTrace;
-  /** On the peer that owns the worker: a span for a call forwarded here, child of the caller's. */
-  forwarded(traceparent: string | undefined, baggage: string | undefined, functionId: string): InvocationSpan | undefined;
-  /** Resolves once the tracer can trace (loads the exporter's modules when it exports). */
-  ready(): Promise<void>;
-  shutdown(): Promise<void>;
-}
-
-/** What the exporting tracer reports: spans sent, dropped (queue full) or lost (export failed). */
-export interface TracingCounters {
-  spansExported(count: number): void;
-  spansDropped(reason: 'queue_full' | 'export_failed', count: number): void;
 }
 
 const NO_END = (): void => undefined;
