@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { InvocationSpan, RequestTrace, Tracing } from '../observability/tracing.js';
 import { PassThroughTracing, endedWith, spanFields } from '../observability/tracing.js';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
-import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
+import type { InvocationFailure, InvocationOutcome, InvocationTrace, InvokeOptions, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import type { MiddlewareCall, PhaseOutcome } from './middleware-runner.js';
 import { MiddlewareRunner } from './middleware-runner.js';
@@ -231,7 +231,8 @@ export class HttpPipeline {
     // principal's route (matched here only when some middleware is restricted).
     const early = routing.middleware.hasRestricted ? routing.router.match(apiRequest.method, apiRequest.path) : undefined;
     const onRequestIds = this.selectIds(routing, 'onRequest', apiRequest.path, early?.kind === 'matched' ? early.match.route.principal : undefined);
-    const onRequest = await this.runPhase(state, 'onRequest', onRequestIds, {});
+    // A phase without middleware is not awaited: no promise per request for nothing to run.
+    const onRequest = onRequestIds.length === 0 ? undefined : await this.runPhase(state, 'onRequest', onRequestIds, {});
     if (onRequest !== undefined) return this.finish(state, onRequest);
 
     const match = routing.router.match(apiRequest.method, apiRequest.path);
@@ -249,7 +250,7 @@ export class HttpPipeline {
     // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.
     const preHandlerIds = this.selectIds(routing, 'preHandler', apiRequest.path, route.principal);
     const preIds = route.middlewareFunctionIds === undefined ? preHandlerIds : [...preHandlerIds, ...route.middlewareFunctionIds];
-    const preHandler = await this.runPhase(state, 'preHandler', preIds, { matchedRoute });
+    const preHandler = preIds.length === 0 ? undefined : await this.runPhase(state, 'preHandler', preIds, { matchedRoute });
     if (preHandler !== undefined) return this.finish(state, preHandler);
 
     if (route.conditionFunctionId !== undefined) {
@@ -290,7 +291,8 @@ export class HttpPipeline {
   private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest): Promise<HandlerAnswer> {
     const registry = this.deps.channels;
     const span = state.requestTrace.invocation(functionId, 'handler');
-    const options = { ...spanFields(span), deadline: state.deadline, requestId: state.requestId, trace: state.trace };
+    const options: InvokeOptions = { traceparent: span.traceparent, deadline: state.deadline, requestId: state.requestId, trace: state.trace };
+    if (span.baggage !== undefined) options.baggage = span.baggage;
     if (registry === undefined) {
       return { kind: 'outcome', outcome: await endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
     }

@@ -120,19 +120,15 @@ export function decodeMessage(parsed: unknown): DecodeResult {
     case 'invocationresult': {
       if (!isNonEmptyString(m.invocation_id)) return invalid('invocationresult needs "invocation_id"');
       const functionId = typeof m.function_id === 'string' ? m.function_id : '';
-      return {
-        kind: 'message',
-        message: withOptional(
-          { type, invocation_id: m.invocation_id, function_id: functionId },
-          {
-            // `null` and a missing key mean the same: the handler returned nothing.
-            result: m.result === null ? undefined : m.result,
-            error: decodeWireError(m.error),
-            traceparent: optString(m.traceparent),
-            baggage: optString(m.baggage),
-          },
-        ),
-      };
+      // One result per call: built field by field, without withOptional's intermediate object.
+      const message: Extract<InboundMessage, { type: 'invocationresult' }> = { type, invocation_id: m.invocation_id, function_id: functionId };
+      // `null` and a missing key mean the same: the handler returned nothing.
+      if (m.result !== undefined && m.result !== null) message.result = m.result;
+      const error = decodeWireError(m.error);
+      if (error !== undefined) message.error = error;
+      if (typeof m.traceparent === 'string') message.traceparent = m.traceparent;
+      if (typeof m.baggage === 'string') message.baggage = m.baggage;
+      return { kind: 'message', message };
     }
     case 'reattach':
       if (!isNonEmptyString(m.previous_worker_id)) return invalid('reattach needs "previous_worker_id"');
