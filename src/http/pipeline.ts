@@ -242,9 +242,12 @@ export class HttpPipeline {
     const route = match.match.route;
     state.route = route;
     state.requestTrace.route(route.method, route.pattern.source);
+    // A static route matched as written changes nothing the request's JSON holds (its trigger already
+    // names that path and method, it has no params): the text built for onRequest stays good.
+    const unchanged = apiRequest.trigger.path === route.pattern.source && apiRequest.trigger.method === route.method && !hasKeys(apiRequest.path_params) && !hasKeys(match.match.params);
     apiRequest.path_params = match.match.params;
     apiRequest.trigger = { type: 'http', path: route.pattern.source, method: route.method };
-    requestChanged(apiRequest);
+    if (!unchanged) requestChanged(apiRequest);
     const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
 
     // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.
@@ -515,6 +518,11 @@ export class HttpPipeline {
     if (status >= 500) this.deps.logger.warn(line, 'request');
     else this.deps.logger.info(line, 'request');
   }
+}
+
+function hasKeys(params: Record<string, string>): boolean {
+  for (const _ in params) return true;
+  return false;
 }
 
 /** A header's single value (Node joins repeated ones for most headers; these two are single-valued). */

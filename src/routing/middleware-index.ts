@@ -48,10 +48,22 @@ export function compareMiddleware(a: MiddlewareBinding, b: MiddlewareBinding): n
   return a.priority - b.priority || compareRegistration(a, b);
 }
 
+/** Paths whose selections are kept (per index, so per table version); past it the cache starts over. */
+const SELECTION_CACHE_PATHS = 1024;
+/** Longer paths are selected every time: the cache holds at most ~256 KiB of keys. */
+const SELECTION_CACHE_PATH_LENGTH = 256;
+type Selections = Partial<Record<MiddlewarePhase, readonly MiddlewareBinding[]>>;
+
 export class MiddlewareIndex {
   private readonly global: PhaseLists = {};
   private readonly root: ScopeNode = newNode();
   private readonly scoped: boolean;
+  /**
+   * Selections by path: a request asks for up to five phases of one path, and traffic repeats paths.
+   * The index never changes (a table change builds a new one), so an entry never goes stale; the
+   * bound keeps paths that never repeat from growing it.
+   */
+  private readonly selections = new Map<string, Selections>();
   /** Every binding in execution order, whatever its phase and scope (for the admin view and tests). */
   readonly ordered: readonly MiddlewareBinding[];
   /** Some binding runs only on its own principal's routes (registered through a listener with `rbac`). */
@@ -96,8 +108,23 @@ export class MiddlewareIndex {
 
   /** The middleware of `phase` covering `path`, in execution order. */
   select(phase: MiddlewarePhase, path: string): readonly MiddlewareBinding[] {
+    if (!this.scoped) return this.global[phase] ?? EMPTY;
+    if (path.length > SELECTION_CACHE_PATH_LENGTH) return this.compute(phase, path);
+    let byPhase = this.selections.get(path);
+    const kept = byPhase?.[phase];
+    if (kept !== undefined) return kept;
+    if (byPhase === undefined) {
+      if (this.selections.size >= SELECTION_CACHE_PATHS) this.selections.clear();
+      byPhase = {};
+      this.selections.set(path, byPhase);
+    }
+    const selected = this.compute(phase, path);
+    byPhase[phase] = selected;
+    return selected;
+  }
+
+  private compute(phase: MiddlewarePhase, path: string): readonly MiddlewareBinding[] {
     const global = this.global[phase];
-    if (!this.scoped) return global ?? EMPTY;
     const found: MiddlewareBinding[] = [];
     const segments = splitPath(normalizeTrailingSlash(path, this.ignoreTrailingSlash));
     this.collect(this.root, segments, 0, phase, found);

@@ -334,3 +334,33 @@ describe('MiddlewareIndex: property', () => {
     );
   });
 });
+
+describe('MiddlewareIndex: kept selections', () => {
+  const bindings = () => [
+    binding('api', { scope: '/api' }),
+    binding('users', { scope: '/api/users/:id' }),
+    binding('below', { scope: '/api/*', phase: 'onRequest' }),
+    binding('all', { phase: 'postHandler' }),
+  ];
+
+  it('answers a path asked again, per phase, as the first time and as a fresh index does', () => {
+    const index = new MiddlewareIndex(bindings(), false);
+    const paths = ['/api', '/api/users/7', '/api/users/7/x', '/other', '/api/', '/api/users/%37'];
+    for (let round = 0; round < 3; round++) {
+      for (const path of paths) {
+        for (const phase of PHASES) expect(select(index, path, phase), `${phase} ${path}`).toEqual(select(new MiddlewareIndex(bindings(), false), path, phase));
+      }
+    }
+  });
+
+  it('stays right past its bound of paths and for paths too long to keep', () => {
+    const index = new MiddlewareIndex(bindings(), false);
+    const long = `/api/${'x'.repeat(300)}`;
+    for (let i = 0; i < 3000; i++) {
+      expect(select(index, `/api/users/${i}`)).toEqual(['api', 'users']);
+      expect(select(index, `/elsewhere/${i}`)).toEqual([]);
+    }
+    expect(select(index, long)).toEqual(['api']);
+    expect(select(index, long, 'onRequest')).toEqual(['below']);
+  });
+});
