@@ -3,13 +3,12 @@ import type { MiddlewarePhase } from '../config/types.js';
 import type { ApiRequest } from './api-request.js';
 import { apiRequestJson, requestChanged } from './api-request.js';
 import { RawJson } from '../invocation/raw-json.js';
-import type { Invoker } from '../invocation/invoker.js';
+import type { InvokeOptions, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
 import { deepMerge, MergeDepthError } from '../middleware/merge.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
 import type { InvocationSpan } from '../observability/tracing.js';
-import { spanFields } from '../observability/tracing.js';
 import { decodeMiddlewareResult } from '../middleware/middleware-result.js';
 
 /** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
@@ -49,6 +48,10 @@ function invalidRequestPatch(patch: Record<string, unknown>): string | undefined
   return undefined;
 }
 
+function matchedRouteJson(route: { function_id: string; path_pattern: string }): string {
+  return `{"function_id":${JSON.stringify(route.function_id)},"path_pattern":${JSON.stringify(route.path_pattern)}}`;
+}
+
 /**
  * Runs the middleware of one phase in order (docs/middleware.md): each is invoked through the invoker
  * within the deadline; `continue` merges its patches and passes on, `respond` ends the phase. Anything
@@ -82,7 +85,12 @@ export class MiddlewareRunner {
   ): Promise<PhaseOutcome | undefined> {
     // No `has()` shortcut: the invoker answers FUNCTION_UNAVAILABLE at once for a function nobody
     // serves, and waits out the reconnect grace for one whose worker just left (docs/reliability.md).
-    const outcome = await this.invoker.invoke(functionId, this.payload(call), { ...(span === undefined ? {} : spanFields(span)), deadline, requestId });
+    const options: InvokeOptions = { deadline, requestId };
+    if (span !== undefined) {
+      options.traceparent = span.traceparent;
+      if (span.baggage !== undefined) options.baggage = span.baggage;
+    }
+    const outcome = await this.invoker.invoke(functionId, this.payload(call), options);
     if (span?.recording === true) span.end(outcome.ok ? undefined : outcome.failure);
     if (!outcome.ok) {
       const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
@@ -98,15 +106,13 @@ export class MiddlewareRunner {
 
   /** The MiddlewareRequest as JSON text: the request's untouched body is spliced in, never re-parsed. */
   private payload(call: MiddlewareCall): RawJson {
-    const rest: Record<string, unknown> = {};
-    if (call.matchedRoute !== undefined) rest.matched_route = call.matchedRoute;
-    if (call.response !== undefined) rest.response = call.response;
-    if (call.error !== undefined) rest.error = call.error;
-    const extra = JSON.stringify(rest);
-    return new RawJson(
-      `{"phase":${JSON.stringify(call.phase)},"request":${apiRequestJson(call.request)},"context":${JSON.stringify(call.request.context)}` +
-        (extra === '{}' ? '}' : `,${extra.slice(1)}`),
-    );
+    // The payload's members are written one by one: no intermediate object to serialise (phases are
+    // fixed tokens that need no escaping).
+    let json = `{"phase":"${call.phase}","request":${apiRequestJson(call.request)},"context":${JSON.stringify(call.request.context)}`;
+    if (call.matchedRoute !== undefined) json += `,"matched_route":${matchedRouteJson(call.matchedRoute)}`;
+    if (call.response !== undefined) json += `,"response":${JSON.stringify(call.response)}`;
+    if (call.error !== undefined) json += `,"error":${JSON.stringify(call.error)}`;
+    return new RawJson(`${json}}`);
   }
 
   /** Returns a reason when the patch is unusable; the request is then failed, never half-trusted. */
