@@ -21,6 +21,9 @@ export const MAX_HEADER_BYTES = 16 * 1024;
  */
 export const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
+/** Finished, or never will be (the connection closed under it). */
+const isDone = (res: ServerResponse): boolean => res.writableFinished || res.destroyed;
+
 /** The HTTP listener: binds, hands requests to the pipeline, drains on close. */
 export class HttpServer {
   private readonly server: Server;
@@ -85,13 +88,10 @@ export class HttpServer {
       list = [];
       this.unfinished.set(socket, list);
     }
+    // No listeners per request: a connection's responses finish in order, so the finished ones are
+    // dropped from the front as the next arrives, and a refusal skips any others it finds.
+    while (list.length > 0 && isDone(list[0] as ServerResponse)) list.shift();
     list.push(res);
-    const done = (): void => {
-      const at = list.indexOf(res);
-      if (at !== -1) list.splice(at, 1);
-    };
-    res.once('finish', done);
-    res.once('close', done);
   }
 
   /**
@@ -101,7 +101,7 @@ export class HttpServer {
    */
   private afterResponses(socket: Socket | Duplex, then: () => void): void {
     const list = this.unfinished.get(socket as Socket) ?? [];
-    const last = [...list].reverse().find((res) => res.req.complete);
+    const last = [...list].reverse().find((res) => !isDone(res) && res.req.complete);
     if (last === undefined) {
       then();
       return;

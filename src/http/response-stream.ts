@@ -42,10 +42,6 @@ export class ResponseStream implements ChannelReader {
     this.ended = new Promise((resolve) => {
       this.resolveEnd = resolve;
     });
-    // A client that goes away mid-stream gives up the channel: the worker's writer is told to stop.
-    res.once('close', () => {
-      if (this.state === 'streaming') this.finish(false, 'the HTTP client went away');
-    });
   }
 
   bind(feedback: ReaderFeedback): void {
@@ -91,6 +87,11 @@ export class ResponseStream implements ChannelReader {
   private begin(): void {
     this.state = 'streaming';
     const res = this.res;
+    // A client that goes away mid-stream gives up the channel: the worker's writer is told to stop.
+    // Listened for from here only: most responses never stream, and a close before does nothing.
+    res.once('close', () => {
+      if (this.state === 'streaming') this.finish(false, 'the HTTP client went away');
+    });
     for (const [name, value] of Object.entries(this.engineHeaders)) res.setHeader(name, value);
     const grouped = new Map<string, string[]>();
     for (const [name, value] of this.headers) grouped.set(name, [...(grouped.get(name) ?? []), value]);
