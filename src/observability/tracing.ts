@@ -16,7 +16,7 @@ export type { InvocationSpan, RequestTrace, Tracing, TracingCounters };
  *   spans are children of the invocation spans, so one trace runs from the client through every hop.
  *
  * The OpenTelemetry SDK is loaded only when the engine exports (`ready()` loads it before the engine
- * serves): without a collector a child does not carry its modules (about 10 MB of RSS).
+ * serves): without a collector a child does not carry its modules (docs/performance.md, "Memory").
  */
 
 /** The trace fields of an invocation's options. */
