@@ -21,8 +21,12 @@ const SWEEP_INTERVAL_MS = 60_000;
 
 /** The queue bounds of a channel buffering `bufferItems` items (clamped to 1..MAX_BUFFER_ITEMS). */
 export function channelLimits(bufferItems = DEFAULT_BUFFER_ITEMS): ChannelLimits {
+  if (bufferItems === DEFAULT_BUFFER_ITEMS) return DEFAULT_LIMITS;
   return { maxQueuedItems: Math.min(Math.max(1, bufferItems), MAX_BUFFER_ITEMS), maxQueuedBytes: MAX_QUEUED_BYTES };
 }
+
+/** Every request's two channels have these: one frozen object, not two new ones per request. */
+const DEFAULT_LIMITS: ChannelLimits = Object.freeze({ maxQueuedItems: DEFAULT_BUFFER_ITEMS, maxQueuedBytes: MAX_QUEUED_BYTES });
 
 /** The owner tag of a process: the first 12 hex digits of a hash of its peer id. */
 export function ownerTag(peerId: string): string {

@@ -33,6 +33,9 @@ export type HandlerAnswer =
  */
 export const RESPONSE_ATTACH_GRACE_MS = 2000;
 
+/** The writer control of a body already in memory: nothing to pause, resume or abort. */
+const BUFFERED_BODY = Object.freeze({ pause: () => undefined, resume: () => undefined, abort: () => undefined });
+
 export class RequestChannels {
   private readonly requestBody: Channel;
   private readonly response: Channel;
@@ -127,9 +130,7 @@ export class RequestChannels {
 
   private feedBody(source: RequestBodySource | undefined): void {
     const input = this.requestBody.attachWriter(
-      source?.kind === 'streamed'
-        ? { pause: () => source.req.pause(), resume: () => source.req.resume(), abort: () => source.req.pause() }
-        : { pause: () => undefined, resume: () => undefined, abort: () => undefined },
+      source?.kind === 'streamed' ? { pause: () => source.req.pause(), resume: () => source.req.resume(), abort: () => source.req.pause() } : BUFFERED_BODY,
     );
     if (input === undefined) return;
     if (source === undefined || source.kind === 'buffered') {

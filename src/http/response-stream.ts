@@ -27,8 +27,10 @@ export class ResponseStream implements ChannelReader {
   private feedback: ReaderFeedback | undefined;
   private resolveStart: ((start: StreamStart) => void) | undefined;
   private resolveEnd: ((end: StreamEnd) => void) | undefined;
+  /** How it ended, once it has; `ended` is made on first use (most responses never stream). */
+  private endedWith: StreamEnd | undefined;
+  private endedPromise: Promise<StreamEnd> | undefined;
   readonly started: Promise<StreamStart>;
-  readonly ended: Promise<StreamEnd>;
 
   constructor(
     private readonly res: ServerResponse,
@@ -39,9 +41,17 @@ export class ResponseStream implements ChannelReader {
     this.started = new Promise((resolve) => {
       this.resolveStart = resolve;
     });
-    this.ended = new Promise((resolve) => {
-      this.resolveEnd = resolve;
-    });
+  }
+
+  /** Settles when a started stream is over (complete or cut). */
+  get ended(): Promise<StreamEnd> {
+    this.endedPromise ??=
+      this.endedWith !== undefined
+        ? Promise.resolve(this.endedWith)
+        : new Promise((resolve) => {
+            this.resolveEnd = resolve;
+          });
+    return this.endedPromise;
   }
 
   bind(feedback: ReaderFeedback): void {
@@ -109,7 +119,8 @@ export class ResponseStream implements ChannelReader {
     if (complete) this.res.end();
     else this.res.destroy();
     if (!complete) this.feedback?.gone(reason);
-    this.resolveEnd?.({ status: this.status, complete, reason });
+    this.endedWith = { status: this.status, complete, reason };
+    this.resolveEnd?.(this.endedWith);
   }
 
   /** `set_status` (200-599) and `set_headers` (a string map; invalid names or values are skipped). */
