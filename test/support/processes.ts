@@ -167,29 +167,51 @@ export interface EngineOptions {
 export async function startEngine(options: EngineOptions = {}): Promise<EngineHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'switchyard-test-'));
   const configPath = join(dir, options.yaml === undefined ? 'config.json' : 'config.yaml');
-  const adminPort = await freePort();
-  const config = {
-    modules: [
-      { class: 'modules::api::RestApiModule', config: { host: '127.0.0.1', port: 0, ...options.api } },
-      { class: 'modules::workers::WorkerModule', config: { host: '127.0.0.1', port: 0, ...options.workers } },
-      { class: 'modules::admin::AdminModule', config: { host: '127.0.0.1', port: adminPort } },
-      { class: 'modules::cluster::ClusterModule', config: { processes: 1, ...options.cluster } },
-      ...(options.modules ?? []),
-    ],
-  };
-  await writeFile(configPath, options.yaml === undefined ? JSON.stringify(config) : options.yaml(adminPort));
-  const p = spawnManaged(
-    process.execPath,
-    [...(options.nodeArgs ?? []), ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
-    { ...process.env, ...options.env },
-    ROOT,
-    true,
-  );
-  const exitedEarly = p.exited.then((r) => {
-    throw new Error(`engine exited before ready (${JSON.stringify(r)}):\n${p.stderr.lines.join('\n')}\n${p.stdout.lines.slice(-10).join('\n')}`);
-  });
-  // Readiness comes from /readyz (it also reports the bound ports), so it works at any log level.
-  const ready = await Promise.race([waitReady(adminPort, p), exitedEarly]);
+  // The admin port is chosen here (the harness polls it), so between its choice and the engine's bind
+  // another process may take it; an engine that could not bind it is started again on another.
+  for (let attempt = 1; ; attempt++) {
+    const adminPort = await freePort();
+    const config = {
+      modules: [
+        { class: 'modules::api::RestApiModule', config: { host: '127.0.0.1', port: 0, ...options.api } },
+        { class: 'modules::workers::WorkerModule', config: { host: '127.0.0.1', port: 0, ...options.workers } },
+        { class: 'modules::admin::AdminModule', config: { host: '127.0.0.1', port: adminPort } },
+        { class: 'modules::cluster::ClusterModule', config: { processes: 1, ...options.cluster } },
+        ...(options.modules ?? []),
+      ],
+    };
+    await writeFile(configPath, options.yaml === undefined ? JSON.stringify(config) : options.yaml(adminPort));
+    const p = spawnManaged(
+      process.execPath,
+      [...(options.nodeArgs ?? []), ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
+      { ...process.env, ...options.env },
+      ROOT,
+      true,
+    );
+    const exitedEarly = p.exited.then((r) => {
+      throw new Error(`engine exited before ready (${JSON.stringify(r)}):\n${p.stderr.lines.join('\n')}\n${p.stdout.lines.slice(-10).join('\n')}`);
+    });
+    let ready: Awaited<ReturnType<typeof waitReady>>;
+    try {
+      // Readiness comes from /readyz (it also reports the bound ports), so it works at any log level.
+      ready = await Promise.race([waitReady(adminPort, p), exitedEarly]);
+    } catch (err) {
+      const adminTaken = p.stderr.lines.some((line) => line.includes(`cannot bind 127.0.0.1:${adminPort}`) && line.includes('EADDRINUSE'));
+      if (adminTaken && attempt < 3) continue;
+      throw err;
+    }
+    return engineHandle(p, exitedEarly, dir, configPath, adminPort, ready);
+  }
+}
+
+function engineHandle(
+  p: ManagedProcess,
+  exitedEarly: Promise<never>,
+  dir: string,
+  configPath: string,
+  adminPort: number,
+  ready: Awaited<ReturnType<typeof waitReady>>,
+): EngineHandle {
   exitedEarly.catch(() => undefined);
   void p.exited.then(() => rm(dir, { recursive: true, force: true }));
   return {

@@ -53,6 +53,9 @@ function findRedisServer(): string {
 }
 
 /** A port that was free a moment ago (listen on 0, read it, close). Never 6379. */
+/** Ports this process has handed out: never the same one twice (setups started in parallel). */
+const handedOut = new Set<number>();
+
 export async function freePort(): Promise<number> {
   for (;;) {
     const server = createServer();
@@ -61,7 +64,9 @@ export async function freePort(): Promise<number> {
     const address = server.address();
     server.close();
     await once(server, 'close');
-    if (address !== null && typeof address === 'object' && address.port !== MACHINE_REDIS_PORT) return address.port;
+    if (address === null || typeof address !== 'object' || address.port === MACHINE_REDIS_PORT || handedOut.has(address.port)) continue;
+    handedOut.add(address.port);
+    return address.port;
   }
 }
 
