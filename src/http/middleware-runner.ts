@@ -3,12 +3,13 @@ import type { MiddlewarePhase } from '../config/types.js';
 import type { ApiRequest } from './api-request.js';
 import { apiRequestJson, requestChanged } from './api-request.js';
 import { RawJson } from '../invocation/raw-json.js';
-import type { InvokeOptions, Invoker } from '../invocation/invoker.js';
+import type { Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
 import { deepMerge, MergeDepthError } from '../middleware/merge.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
 import type { InvocationSpan } from '../observability/tracing.js';
+import { spanOptions } from '../observability/tracing.js';
 import { decodeMiddlewareResult } from '../middleware/middleware-result.js';
 
 /** What a middleware function receives (http-module.md §2.5, plus `error` in onError/onTimeout). */
@@ -85,12 +86,7 @@ export class MiddlewareRunner {
   ): Promise<PhaseOutcome | undefined> {
     // No `has()` shortcut: the invoker answers FUNCTION_UNAVAILABLE at once for a function nobody
     // serves, and waits out the reconnect grace for one whose worker just left (docs/reliability.md).
-    const options: InvokeOptions = { deadline, requestId };
-    if (span !== undefined) {
-      options.traceparent = span.traceparent;
-      if (span.baggage !== undefined) options.baggage = span.baggage;
-    }
-    const outcome = await this.invoker.invoke(functionId, this.payload(call), options);
+    const outcome = await this.invoker.invoke(functionId, this.payload(call), spanOptions(span, { deadline, requestId }));
     if (span?.recording === true) span.end(outcome.ok ? undefined : outcome.failure);
     if (!outcome.ok) {
       const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';

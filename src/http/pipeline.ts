@@ -2,9 +2,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { InvocationSpan, RequestTrace, Tracing } from '../observability/tracing.js';
-import { PassThroughTracing, endedWith, spanFields } from '../observability/tracing.js';
+import { PassThroughTracing, endedWith, spanOptions } from '../observability/tracing.js';
 import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
-import type { InvocationFailure, InvocationOutcome, InvocationTrace, InvokeOptions, Invoker } from '../invocation/invoker.js';
+import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import type { MiddlewareCall, PhaseOutcome } from './middleware-runner.js';
 import { MiddlewareRunner } from './middleware-runner.js';
@@ -294,8 +294,7 @@ export class HttpPipeline {
   private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest): Promise<HandlerAnswer> {
     const registry = this.deps.channels;
     const span = state.requestTrace.invocation(functionId, 'handler');
-    const options: InvokeOptions = { traceparent: span.traceparent, deadline: state.deadline, requestId: state.requestId, trace: state.trace };
-    if (span.baggage !== undefined) options.baggage = span.baggage;
+    const options = spanOptions(span, { deadline: state.deadline, requestId: state.requestId, trace: state.trace });
     if (registry === undefined) {
       return { kind: 'outcome', outcome: await endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
     }
@@ -415,7 +414,7 @@ export class HttpPipeline {
 
   private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState, role: 'condition' | 'not_found'): Promise<InvocationOutcome> {
     const span = state.requestTrace.invocation(functionId, role);
-    return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), { ...spanFields(span), deadline: state.deadline, requestId: state.requestId }));
+    return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), spanOptions(span, { deadline: state.deadline, requestId: state.requestId })));
   }
 
   /** Middleware calls' spans: one child of the request's span per call. */
