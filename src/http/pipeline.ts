@@ -1,14 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { InvocationSpan, RequestTrace, Tracing } from '../observability/tracing.js';
+import type { Tracing } from '../observability/tracing.js';
 import { PassThroughTracing, endedWith, spanOptions } from '../observability/tracing.js';
-import type { ApiConfig, MiddlewarePhase } from '../config/types.js';
-import type { InvocationFailure, InvocationOutcome, InvocationTrace, Invoker } from '../invocation/invoker.js';
+import type { ApiConfig } from '../config/types.js';
+import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
-import type { MiddlewareCall, PhaseOutcome } from './middleware-runner.js';
 import { MiddlewareRunner } from './middleware-runner.js';
-import type { HttpRoute, RouteTable, RoutingState } from '../routing/route-table.js';
+import { RequestPhases } from './request-phases.js';
+import type { RequestState } from './request-state.js';
+import type { RouteTable } from '../routing/route-table.js';
 import type { ApiRequest } from './api-request.js';
 import { apiRequestData, apiRequestWithJsonBody, clientIp, flattenHeaders, requestChanged } from './api-request.js';
 import { decodeBody, planBody, readBody, searchParamsToObject } from './body.js';
@@ -16,12 +17,12 @@ import { closeAfterReply, isClosing, markClosing } from './connection-close.js';
 import { CorsPolicy } from './cors.js';
 import { resolveRequestId } from './request-id.js';
 import type { ChannelRegistry } from '../channels/channel-registry.js';
-import type { HandlerAnswer, RequestBodySource } from './request-channels.js';
+import type { HandlerAnswer } from './request-channels.js';
 import { RequestChannels } from './request-channels.js';
 import type { StreamEnd } from './response-stream.js';
 import type { HttpReply } from './response.js';
 import { errorReply, writeReply } from './response.js';
-import { failureReply, outcomeReply, responseReply, RETRY_AFTER_SECONDS, sentResponse } from './replies.js';
+import { outcomeReply, responseReply, RETRY_AFTER_SECONDS } from './replies.js';
 
 export interface PipelineDeps {
   config: ApiConfig;
@@ -41,69 +42,36 @@ export interface PipelineDeps {
 }
 
 /**
- * onError/onTimeout run when the deadline may already be gone: they get at least this long, so a
- * timeout can still be answered by middleware (bounded, and never more than default_timeout).
- */
-const ERROR_PHASE_BUDGET_MS = 1000;
-const NO_IDS: readonly string[] = Object.freeze([]);
-/**
  * Fresh per request, never a shared frozen object: middleware `continue` patches merge into
  * `query_params` and `path_params` in place, and merging into a frozen object threw (500
  * INTERNAL_ERROR for any query_params patch on a request without a query string).
  */
 const emptyParams = (): Record<string, string> => Object.create(null) as Record<string, string>;
 
-/** Per-request state that the steps share; lives only as long as the request. */
-interface RequestState {
-  req: IncomingMessage;
-  res: ServerResponse;
-  requestId: string;
-  startedAt: number;
-  deadline: number;
-  engineHeaders: Record<string, string>;
-  route: HttpRoute | undefined;
-  /** The table view this request uses from start to end, even if the table changes meanwhile. */
-  routing: RoutingState | undefined;
-  apiRequest: ApiRequest | undefined;
-  /** Set when the engine must not reuse the connection (unread body). */
-  closeConnection: boolean;
-  /** Counted against the concurrency limit. */
-  admitted: boolean;
-  /** The reply was written (or the request aborted). */
-  finished: boolean;
-  /** The request's trace: its span, and the context every invocation carries (docs/observability.md). */
-  requestTrace: RequestTrace;
-  /** Where the handler ran: this process's worker or a peer's (access log, metrics). */
-  trace: InvocationTrace;
-  /** The body as the handler's request_body channel gets it (set once the body was planned). */
-  bodySource: RequestBodySource | undefined;
-}
 
-/** What the handler (or a middleware standing in for it) answered, before it becomes HTTP. */
-type PostHandlerAnswer = { kind: 'response'; value: unknown } | { kind: 'reply'; reply: HttpReply };
 
 /** A streamed body is not decoded: `body` is null and the bytes are on the request_body channel. */
 const STREAMED_BODY = { ok: true, body: null } as const;
 
 /**
  * The request lifecycle (docs/http.md): admission → CORS → route match → body → condition →
- * handler → response. Every wait is bounded by the request's single deadline.
+ * handler → response. Every wait is bounded by the request's single deadline. The middleware phases
+ * around those steps are request-phases.ts.
  */
 export class HttpPipeline {
   private inFlight = 0;
   private draining = false;
   private readonly cors: CorsPolicy;
   private readonly config: ApiConfig;
-  private readonly middleware: MiddlewareRunner;
-  private readonly errorPhaseBudgetMs: number;
+  /** The middleware phases around each request. */
+  private readonly phases: RequestPhases;
 
   private readonly tracing: Tracing;
 
   constructor(private readonly deps: PipelineDeps) {
     this.config = deps.config;
     this.cors = new CorsPolicy(deps.config.cors);
-    this.middleware = new MiddlewareRunner(deps.invoker, deps.logger, deps.metrics);
-    this.errorPhaseBudgetMs = Math.min(ERROR_PHASE_BUDGET_MS, deps.config.defaultTimeoutMs);
+    this.phases = new RequestPhases(new MiddlewareRunner(deps.invoker, deps.logger, deps.metrics), deps.logger, deps.config.defaultTimeoutMs);
     this.tracing = deps.tracing ?? new PassThroughTracing();
   }
 
@@ -230,9 +198,9 @@ export class HttpPipeline {
     // Before matching, a restricted middleware runs only if the request as it came matches its
     // principal's route (matched here only when some middleware is restricted).
     const early = routing.middleware.hasRestricted ? routing.router.match(apiRequest.method, apiRequest.path) : undefined;
-    const onRequestIds = this.selectIds(routing, 'onRequest', apiRequest.path, early?.kind === 'matched' ? early.match.route.principal : undefined);
+    const onRequestIds = this.phases.selectIds(routing, 'onRequest', apiRequest.path, early?.kind === 'matched' ? early.match.route.principal : undefined);
     // A phase without middleware is not awaited: no promise per request for nothing to run.
-    const onRequest = onRequestIds.length === 0 ? undefined : await this.runPhase(state, 'onRequest', onRequestIds, {});
+    const onRequest = onRequestIds.length === 0 ? undefined : await this.phases.run(state, 'onRequest', onRequestIds, {});
     if (onRequest !== undefined) return this.finish(state, onRequest);
 
     const match = routing.router.match(apiRequest.method, apiRequest.path);
@@ -251,14 +219,14 @@ export class HttpPipeline {
     const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
 
     // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.
-    const preHandlerIds = this.selectIds(routing, 'preHandler', apiRequest.path, route.principal);
+    const preHandlerIds = this.phases.selectIds(routing, 'preHandler', apiRequest.path, route.principal);
     const preIds = route.middlewareFunctionIds === undefined ? preHandlerIds : [...preHandlerIds, ...route.middlewareFunctionIds];
-    const preHandler = preIds.length === 0 ? undefined : await this.runPhase(state, 'preHandler', preIds, { matchedRoute });
+    const preHandler = preIds.length === 0 ? undefined : await this.phases.run(state, 'preHandler', preIds, { matchedRoute });
     if (preHandler !== undefined) return this.finish(state, preHandler);
 
     if (route.conditionFunctionId !== undefined) {
       const condition = await this.invoke(route.conditionFunctionId, apiRequest, state, 'condition');
-      if (!condition.ok) return this.finish(state, await this.handlerFailure(state, condition.failure, matchedRoute));
+      if (!condition.ok) return this.finish(state, await this.phases.handlerFailure(state, condition.failure, matchedRoute));
       if (condition.value === false) {
         return this.finish(state, errorReply('CONDITION_NOT_MET', requestId, { extra: { skipped: true } }));
       }
@@ -268,26 +236,10 @@ export class HttpPipeline {
     if (answer.kind === 'streaming') return this.streamed(state, answer.ended);
     if (answer.kind === 'empty') return this.finish(state, { status: answer.status, headers: answer.headers, body: undefined });
     const outcome = answer.outcome;
-    if (!outcome.ok) return this.finish(state, await this.handlerFailure(state, outcome.failure, matchedRoute));
+    if (!outcome.ok) return this.finish(state, await this.phases.handlerFailure(state, outcome.failure, matchedRoute));
 
-    const postIds = this.selectIds(routing, 'postHandler', apiRequest.path, route.principal);
-    let posted: PostHandlerAnswer = { kind: 'response', value: outcome.value };
-    if (postIds.length > 0) {
-      const post = await this.middleware.run(
-        postIds,
-        { phase: 'postHandler', request: apiRequest, matchedRoute, response: outcome.value },
-        state.deadline,
-        requestId,
-        this.spans(state),
-      );
-      // Out of deadline in postHandler is a timeout like in the request phases (onTimeout, then 504),
-      // not a middleware failure.
-      if (post.kind === 'failed' && post.timedOut) {
-        return this.finish(state, await this.timeoutReply(state, `deadline passed in postHandler middleware ${post.functionId}`, matchedRoute));
-      }
-      posted = this.answerFromPhase(state, 'postHandler', post) ?? posted;
-    }
-    this.finish(state, posted.kind === 'reply' ? posted.reply : responseReply(posted.value, requestId));
+    const postIds = this.phases.selectIds(routing, 'postHandler', apiRequest.path, route.principal);
+    this.finish(state, postIds.length === 0 ? responseReply(outcome.value, requestId) : await this.phases.postHandler(state, postIds, matchedRoute, outcome.value));
   }
 
   /** Calls the handler with its request_body and response channels, when this engine has channels. */
@@ -314,112 +266,13 @@ export class HttpPipeline {
       this.deps.metrics?.streamEnded(end.complete ? 'complete' : 'cut');
       this.log(state, end.status);
       if (!end.complete) this.deps.logger.info({ requestId: state.requestId, reason: end.reason }, 'response stream cut before its end');
-      this.onResponse(state, { status: end.status, headers: [], body: undefined });
+      this.phases.onResponse(state, { status: end.status, headers: [], body: undefined });
     });
-  }
-
-  /**
-   * The middleware of a phase for a path. Middleware registered through a listener with `rbac` runs only
-   * on routes of its own principal (docs/security.md#middleware-scope): `principal` says whose route this is.
-   */
-  private selectIds(routing: RoutingState, phase: MiddlewarePhase, path: string, principal: string | undefined): readonly string[] {
-    let bindings = routing.middleware.select(phase, path);
-    if (routing.middleware.hasRestricted && bindings.length > 0) {
-      bindings = bindings.filter((binding) => binding.restrictedTo === undefined || binding.restrictedTo === principal);
-    }
-    return bindings.length === 0 ? NO_IDS : bindings.map((binding) => binding.functionId);
-  }
-
-  /**
-   * Runs a request phase (onRequest, preHandler). Returns the reply that ends the request (a
-   * `respond`, a failure), or undefined to go on.
-   */
-  private async runPhase(
-    state: RequestState,
-    phase: 'onRequest' | 'preHandler',
-    functionIds: readonly string[],
-    extra: Pick<MiddlewareCall, 'matchedRoute'>,
-  ): Promise<HttpReply | undefined> {
-    if (functionIds.length === 0) return undefined;
-    const request = state.apiRequest as ApiRequest;
-    const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId, this.spans(state));
-    if (outcome.kind === 'failed' && outcome.timedOut) {
-      return this.timeoutReply(state, `deadline passed in ${phase} middleware ${outcome.functionId}`, extra.matchedRoute);
-    }
-    const answer = this.answerFromPhase(state, phase, outcome);
-    if (answer === undefined) return undefined;
-    return answer.kind === 'reply' ? answer.reply : responseReply(answer.value, state.requestId);
-  }
-
-  /** `respond` becomes the answer; a failure becomes 500 MIDDLEWARE_FAILED; `continue` is undefined. */
-  private answerFromPhase(state: RequestState, phase: MiddlewarePhase, outcome: PhaseOutcome): PostHandlerAnswer | undefined {
-    if (outcome.kind === 'continue') return undefined;
-    if (outcome.kind === 'respond') return { kind: 'response', value: outcome.response };
-    this.deps.logger.warn(
-      { requestId: state.requestId, phase, functionId: outcome.functionId, reason: outcome.reason },
-      'middleware failed',
-    );
-    return {
-      kind: 'reply',
-      reply: errorReply('MIDDLEWARE_FAILED', state.requestId, { message: `middleware ${outcome.functionId} failed in ${phase}` }),
-    };
-  }
-
-  /** A failed handler or condition: onTimeout for the deadline, onError for everything else. */
-  private async handlerFailure(
-    state: RequestState,
-    failure: InvocationFailure,
-    matchedRoute: MiddlewareCall['matchedRoute'],
-  ): Promise<HttpReply> {
-    if (failure.source === 'engine' && failure.code === 'TIMEOUT') {
-      return this.timeoutReply(state, failure.message, matchedRoute);
-    }
-    const fallback = failureReply(failure, state.requestId);
-    return this.errorPhase(state, 'onError', { code: failure.code, message: failure.message }, matchedRoute, fallback);
-  }
-
-  private timeoutReply(state: RequestState, message: string, matchedRoute: MiddlewareCall['matchedRoute']): Promise<HttpReply> {
-    const fallback = errorReply('TIMEOUT', state.requestId, { message });
-    return this.errorPhase(state, 'onTimeout', { code: 'TIMEOUT', message }, matchedRoute, fallback);
-  }
-
-  /**
-   * onError/onTimeout: a `respond` replaces the default reply; anything else (continue, failure) keeps
-   * the default. Error phases never trigger another error phase, so there are no loops.
-   */
-  private async errorPhase(
-    state: RequestState,
-    phase: 'onError' | 'onTimeout',
-    error: { code: string; message: string },
-    matchedRoute: MiddlewareCall['matchedRoute'],
-    fallback: HttpReply,
-  ): Promise<HttpReply> {
-    const request = state.apiRequest;
-    if (request === undefined || state.routing === undefined) return fallback;
-    const ids = this.selectIds(state.routing, phase, request.path, state.route?.principal);
-    if (ids.length === 0) return fallback;
-    const deadline = Math.max(state.deadline, performance.now() + this.errorPhaseBudgetMs);
-    const call: MiddlewareCall = { phase, request, error };
-    if (matchedRoute !== undefined) call.matchedRoute = matchedRoute;
-    const outcome = await this.middleware.run(ids, call, deadline, state.requestId, this.spans(state));
-    if (outcome.kind === 'respond') return responseReply(outcome.response, state.requestId);
-    if (outcome.kind === 'failed') {
-      this.deps.logger.warn(
-        { requestId: state.requestId, phase, functionId: outcome.functionId, reason: outcome.reason },
-        'error-phase middleware failed; default response sent',
-      );
-    }
-    return fallback;
   }
 
   private invoke(functionId: string, apiRequest: ApiRequest, state: RequestState, role: 'condition' | 'not_found'): Promise<InvocationOutcome> {
     const span = state.requestTrace.invocation(functionId, role);
     return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), spanOptions(span, { deadline: state.deadline, requestId: state.requestId })));
-  }
-
-  /** Middleware calls' spans: one child of the request's span per call. */
-  private spans(state: RequestState): (functionId: string) => InvocationSpan {
-    return (functionId) => state.requestTrace.invocation(functionId, 'middleware');
   }
 
   private async notFound(state: RequestState, apiRequest: ApiRequest): Promise<void> {
@@ -451,35 +304,11 @@ export class HttpPipeline {
     if (reply.errorCode !== undefined) this.deps.metrics?.errorReply(reply.errorCode);
     this.log(state, reply.status);
     try {
-      this.onResponse(state, reply);
+      this.phases.onResponse(state, reply);
     } catch (err) {
       // The reply is already out: a failure here must not reach the request's error path.
       this.deps.logger.error({ err, requestId: state.requestId }, 'onResponse middleware could not start');
     }
-  }
-
-  /** onResponse runs after the reply is handed to the socket; it can neither delay nor change it. */
-  private onResponse(state: RequestState, reply: HttpReply): void {
-    const request = state.apiRequest;
-    if (request === undefined || state.routing === undefined) return;
-    const ids = this.selectIds(state.routing, 'onResponse', request.path, state.route?.principal);
-    if (ids.length === 0) return;
-    const call: MiddlewareCall = { phase: 'onResponse', request, response: sentResponse(reply) };
-    if (state.route !== undefined) {
-      call.matchedRoute = { function_id: state.route.functionId, path_pattern: state.route.pattern.source };
-    }
-    const deadline = performance.now() + this.config.defaultTimeoutMs;
-    this.middleware
-      .run(ids, call, deadline, state.requestId, this.spans(state))
-      .then((outcome) => {
-        if (outcome.kind === 'failed') {
-          this.deps.logger.warn(
-            { requestId: state.requestId, functionId: outcome.functionId, reason: outcome.reason },
-            'onResponse middleware failed (response already sent)',
-          );
-        }
-      })
-      .catch((err: unknown) => this.deps.logger.error({ err, requestId: state.requestId }, 'onResponse middleware crashed'));
   }
 
   private abort(state: RequestState): void {
