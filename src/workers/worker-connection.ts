@@ -452,15 +452,7 @@ export class WorkerConnection implements HubMember {
         { triggerId: message.id, triggerType: message.trigger_type, code: validation.code, reason: validation.message },
         'trigger registration refused',
       );
-      this.send(
-        encodeFrame({
-          type: 'triggerregistrationresult',
-          id: message.id,
-          trigger_type: message.trigger_type,
-          function_id: message.function_id,
-          error: { code: validation.code, message: validation.message },
-        }),
-      );
+      this.refuseTrigger(message, validation.code, validation.message);
       return;
     }
     const record: TriggerRecord = {
