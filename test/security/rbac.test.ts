@@ -3,7 +3,7 @@
 // behaviour sdk/packages/node/iii/tests/rbac-workers.test.ts checks). Two engine processes share the
 // ports, so trusted workers, the auth and hook functions and the RBAC workers land on either.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { http } from '../support/http.js';
+import { http, waitForEveryProcess } from '../support/http.js';
 import { waitUntil } from '../support/logs.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
@@ -15,6 +15,8 @@ const { registerWorker, InvocationError } = await import('iii-sdk');
 type Client = ReturnType<typeof registerWorker>;
 
 const RECONNECT = { maxRetries: 0, initialDelayMs: 100, maxDelayMs: 200 };
+// Below the test timeout, so a call that is never answered fails with the SDK's TIMEOUT, not a hung test.
+const INVOCATION_TIMEOUT_MS = 10_000;
 
 interface Seen {
   auth: Record<string, any>[];
@@ -32,7 +34,12 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
   const seen: Seen = { auth: [], fnHook: [], triggerHook: [], typeHook: [], middleware: [] };
 
   const connect = (headers: Record<string, string>, query = ''): Client => {
-    const client = registerWorker(`${rbacUrl}${query}`, { headers, otel: { enabled: false }, reconnectionConfig: RECONNECT });
+    const client = registerWorker(`${rbacUrl}${query}`, {
+      headers,
+      otel: { enabled: false },
+      reconnectionConfig: RECONNECT,
+      invocationTimeoutMs: INVOCATION_TIMEOUT_MS,
+    });
     clients.push(client);
     return client;
   };
@@ -107,6 +114,13 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
       20_000,
       'the trusted worker registered everything',
     );
+    // The list above is answered by the trusted worker's own process. An RBAC worker may land on the
+    // other one, whose auth call fails (AUTH_ERROR, and the SDK, told not to retry, gives up) until the
+    // registrations have reached it: a route registered after everything else, answered by every
+    // process, says they have.
+    trusted.registerFunction('ready::shop', () => Promise.resolve({ status_code: 200, body: 'ready' }));
+    trusted.registerTrigger({ type: 'http', function_id: 'ready::shop', config: { api_path: 'shop-ready', http_method: 'GET' } });
+    await waitForEveryProcess(`${engine.httpUrl}/shop-ready`, 2);
   });
 
   afterAll(async () => {
