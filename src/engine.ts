@@ -219,7 +219,7 @@ export class Engine {
     this.workerServer = workerServer(config.workers, 0);
     this.extraWorkerServers = config.workers.extraListeners.map((listener, i) => workerServer(listener, i + 1));
     // Registrations another binding holds: this process drops its own losers and tells their workers.
-    this.conflicts = new ConflictRefusals(this.hub.ownerId, () => this.table.current(), (workerId) => this.hub.get(workerId), (kind) =>
+    this.conflicts = new ConflictRefusals(this.hub.ownerId, () => this.table.current(), (workerId) => this.hub.get(workerId)?.registrations, (kind) =>
       this.metrics.registrationConflict(kind),
     );
     this.table.onChange((state) => this.conflicts.seen(state));

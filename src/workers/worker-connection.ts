@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
 import type { InvocationOutcome } from '../invocation/invoker.js';
@@ -9,16 +8,10 @@ import { toJson } from '../invocation/raw-json.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 import { decodeFrame } from '../protocol/decode.js';
 import { encodeFrame, encodeInvocation } from '../protocol/encode.js';
-import type {
-  RegisterFunctionMessage,
-  RegisterTriggerMessage,
-  RegisterTriggerTypeMessage,
-  ReattachMessage,
-} from '../protocol/messages.js';
+import type { ReattachMessage } from '../protocol/messages.js';
 import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
-import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
 import { PendingInvocations } from './pending-invocations.js';
-import { BUILT_IN_TRIGGER_TYPES, customTriggerRecord, functionRecord, providerTriggerFrame, triggerTypeRecord } from './registration-records.js';
+import { providerTriggerFrame } from './registration-records.js';
 import type { EngineFunction } from './engine-functions.js';
 import type { HubMember, WorkerHub, WorkerInfo } from './worker-hub.js';
 import type { CorkableTransport } from './worker-outbound.js';
@@ -27,13 +20,10 @@ import { FrameRateLimit } from './frame-rate-limit.js';
 import type { WorkerCallDeps } from './worker-calls.js';
 import { WorkerCalls } from './worker-calls.js';
 import { isPlainObject } from '../values.js';
-import { RegistrationGate } from './registration-gate.js';
-import type { Gated } from './registration-gate.js';
+import type { WorkerLimitKind } from './worker-registrations.js';
+import { WorkerRegistrations } from './worker-registrations.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
-
-/** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
-export type WorkerLimitKind = 'registrations' | 'calls_in_flight' | 'frames_per_second' | 'queued_bytes' | 'auth_refused';
 
 export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   hub: WorkerHub<WorkerConnection>;
@@ -75,8 +65,9 @@ const CLOSE_POLICY_VIOLATION = 1008;
 const isRecord = isPlainObject;
 
 /**
- * One worker's WebSocket: decodes its frames, keeps exactly what it registered, and owns the
- * invocations pending on it, settling every one of them when the socket goes away.
+ * One worker's WebSocket: decodes its frames, hands its registrations to `registrations`
+ * (worker-registrations.ts), and owns the invocations pending on it, settling every one of them
+ * when the socket goes away.
  */
 export class WorkerConnection implements HubMember {
   readonly id = randomUUID();
@@ -84,24 +75,22 @@ export class WorkerConnection implements HubMember {
   readonly connectedAt = Date.now();
   /** Which tick of the heartbeat interval pings this worker (spreads the pings over the interval). */
   readonly heartbeatSlot = nextHeartbeatSlot++;
-  readonly functions = new Map<string, FunctionRecord>();
-  readonly triggers = new Map<string, TriggerRecord>();
+  /** What this worker registered, and how each registration is admitted. */
+  readonly registrations: WorkerRegistrations<WorkerConnection>;
+  readonly functions: ReadonlyMap<string, FunctionRecord>;
+  readonly triggers: ReadonlyMap<string, TriggerRecord>;
+  readonly triggerTypes: ReadonlyMap<string, TriggerTypeRecord>;
+  readonly customTriggers: ReadonlyMap<string, CustomTriggerRecord>;
   readonly services = new Map<string, { name?: string; description?: string }>();
-  readonly triggerTypes = new Map<string, TriggerTypeRecord>();
-  /** Triggers this worker registered on worker-provided types (delivered to the type's provider). */
-  readonly customTriggers = new Map<string, CustomTriggerRecord>();
   /** As a trigger type's provider: the triggers delivered to it, by id, with what was delivered. */
   readonly delivered = new Map<string, { trigger: CustomTriggerRecord; fingerprint: string }>();
   readonly pending = new PendingInvocations();
   info: WorkerInfo = {};
-  private closed = false;
+  private gone = false;
   /** The calls this worker makes (RBAC, listener middleware, max_calls_in_flight). */
   private readonly calls: WorkerCalls;
   /** max_frames_per_second (none when 0). */
   private readonly frameRate: FrameRateLimit | undefined;
-  /** Registrations wait for hooks one at a time, in the order the worker sent them. */
-  private registrations: Promise<void> = Promise.resolve();
-  private readonly gate: RegistrationGate;
   /** Heartbeat ticks since the last frame or pong from the worker. */
   private silentTicks = 0;
   private readonly malformedWarnings: WarnThrottle;
@@ -139,17 +128,21 @@ export class WorkerConnection implements HubMember {
             this.logger.warn({ limit: maxFrames }, 'worker sends more frames per second than max_frames_per_second: reading paused for the rest of the second');
           });
     this.calls = new WorkerCalls(this, deps, this.logger);
-    this.gate = new RegistrationGate(session, (functionId, data) =>
-      this.deps.invoker.invoke(functionId, data, { deadline: performance.now() + this.deps.workerCallTimeoutMs }),
-    );
+    this.registrations = new WorkerRegistrations<WorkerConnection>(this, session, deps, this.logger);
+    ({ functions: this.functions, triggers: this.triggers, triggerTypes: this.triggerTypes, customTriggers: this.customTriggers } = this.registrations);
   }
 
   get principal(): string {
     return this.session.principal;
   }
 
+  /** The socket went away and everything it held was removed (once). */
+  get closed(): boolean {
+    return this.gone;
+  }
+
   get isOpen(): boolean {
-    return !this.closed && this.socket.readyState === WebSocket.OPEN;
+    return !this.gone && this.socket.readyState === WebSocket.OPEN;
   }
 
   start(): void {
@@ -276,24 +269,12 @@ export class WorkerConnection implements HubMember {
         this.calls.handle(message);
         return;
       case 'registerfunction':
-        this.inOrder(() => this.gate.function(message), (gated) => this.registerFunction(gated), 'function', message.id);
-        return;
-      case 'unregisterfunction': {
-        const id = this.session.registeredId(message.id);
-        this.inOrder(undefined, () => {
-          if (this.functions.delete(id)) this.deps.hub.functionRemoved(this, id);
-        });
-        return;
-      }
+      case 'unregisterfunction':
       case 'registertrigger':
-        this.inOrder(() => this.gate.trigger(message), (gated) => this.registerTrigger(gated, message), 'trigger', message.id, (reason) =>
-          this.refuseTrigger(message, 'FORBIDDEN', reason),
-        );
-        return;
       case 'unregistertrigger':
-        this.inOrder(undefined, () => {
-          if (this.triggers.delete(message.id) || this.customTriggers.delete(message.id)) this.deps.hub.triggersChanged();
-        });
+      case 'registertriggertype':
+      case 'unregistertriggertype':
+        this.registrations.receive(message);
         return;
       case 'ping':
         this.send(encodeFrame({ type: 'pong' }));
@@ -305,14 +286,6 @@ export class WorkerConnection implements HubMember {
         return;
       case 'registerservice':
         this.services.set(message.id, { name: message.name, description: message.description });
-        return;
-      case 'registertriggertype':
-        this.inOrder(() => this.gate.triggerType(message), (gated) => this.registerTriggerType(gated), 'trigger type', message.id);
-        return;
-      case 'unregistertriggertype':
-        this.inOrder(undefined, () => {
-          if (this.triggerTypes.delete(message.id)) this.deps.hub.triggersChanged();
-        });
         return;
       case 'triggerregistrationresult':
         // A provider refused a trigger delivered to it: the binding stays (it is redelivered when a
@@ -330,142 +303,6 @@ export class WorkerConnection implements HubMember {
   /** Logs a malformed frame: a warning for the first few per interval, then debug (a flood cannot flood the log). */
   private malformed(fields: Record<string, unknown>): void {
     this.malformedWarnings.warn('malformed', fields, 'malformed worker frame ignored');
-  }
-
-  /**
-   * Runs a registration step after the gate (hooks) has decided, in the order the worker sent them.
-   * Without hooks the gate answers at once and the step runs synchronously, as before sessions existed.
-   */
-  private inOrder<T>(
-    decide: (() => Gated<T> | Promise<Gated<T>>) | undefined,
-    apply: (message: T) => void,
-    what?: string,
-    id?: string,
-    refused?: (reason: string) => void,
-  ): void {
-    const settle = (gated: Gated<T> | undefined): void => {
-      if (this.closed) return;
-      if (gated === undefined) {
-        apply(undefined as T);
-        return;
-      }
-      if (!gated.ok) {
-        this.logger.warn({ kind: what, id, reason: gated.reason }, 'registration refused by the listener\'s RBAC');
-        refused?.(gated.reason);
-        return;
-      }
-      apply(gated.message);
-    };
-    if (!this.gate.hasHooks) {
-      // No hook to wait for: decided and applied in this turn, in the order the frames came.
-      settle(decide?.() as Gated<T> | undefined);
-      return;
-    }
-    this.registrations = this.registrations
-      .then(async () => settle(this.closed || decide === undefined ? undefined : await decide()))
-      .catch((err: unknown) => this.logger.error({ err }, 'registration step failed'));
-  }
-
-  /** max_registrations: functions, triggers and trigger types held by this connection. */
-  private registrationRoom(kind: string, id: string): boolean {
-    const held = this.functions.size + this.triggers.size + this.customTriggers.size + this.triggerTypes.size;
-    if (held < this.session.policy.limits.maxRegistrations) return true;
-    this.deps.onLimit?.('registrations');
-    this.logger.warn({ kind, id, limit: this.session.policy.limits.maxRegistrations }, 'registration refused: the worker holds max_registrations already');
-    return false;
-  }
-
-  private registerFunction(message: RegisterFunctionMessage): void {
-    if (!this.functions.has(message.id) && !this.registrationRoom('function', message.id)) return;
-    const record = functionRecord(message, this.id, this.deps.httpFunctions);
-    if ('refused' in record) {
-      this.logger.warn({ functionId: message.id, reason: record.refused }, 'HTTP-invoked function registration refused');
-      return;
-    }
-    record.principal = this.session.principal;
-    record.registeredAt = this.functions.get(message.id)?.registeredAt ?? Date.now();
-    this.functions.set(message.id, record);
-    this.deps.hub.functionAdded(this, message.id);
-  }
-
-  private registerTriggerType(message: RegisterTriggerTypeMessage): void {
-    if (BUILT_IN_TRIGGER_TYPES.has(message.id)) {
-      this.logger.warn({ triggerType: message.id }, 'a worker cannot provide a built-in trigger type; ignored');
-      return;
-    }
-    if (!this.triggerTypes.has(message.id) && !this.registrationRoom('trigger type', message.id)) return;
-    this.triggerTypes.set(message.id, triggerTypeRecord(message.id, message.description, this.id, this.deps.hub.nextSeq()));
-    this.logger.info({ triggerType: message.id }, 'worker provides a trigger type');
-    this.deps.hub.triggersChanged();
-  }
-
-  /** Tells the worker a trigger was refused (iii-sdk logs it); `asSent` is the registration as the worker sent it. */
-  refuseTrigger(asSent: Pick<RegisterTriggerMessage, 'id' | 'trigger_type' | 'function_id'>, code: string, message: string): void {
-    this.send(
-      encodeFrame({
-        type: 'triggerregistrationresult',
-        id: asSent.id,
-        trigger_type: asSent.trigger_type,
-        function_id: asSent.function_id,
-        error: { code, message },
-      }),
-    );
-  }
-
-  /**
-   * A trigger lost a route conflict to an older binding (route-table.ts): it is dropped here and the
-   * worker told, with iii's code for a conflicting route.
-   */
-  dropConflictingTrigger(triggerId: string, reason: string): void {
-    const trigger = this.triggers.get(triggerId);
-    if (trigger === undefined) return;
-    this.triggers.delete(triggerId);
-    this.logger.warn({ triggerId, functionId: trigger.functionId, reason }, 'trigger registration refused: route held by another binding');
-    this.refuseTrigger({ id: triggerId, trigger_type: trigger.type, function_id: this.session.workerId(trigger.functionId) }, 'trigger_registration_failed', reason);
-    this.deps.hub.triggersChanged();
-  }
-
-  /** A function lost to an older registration of the same id by another principal (route-table.ts). */
-  dropConflictingFunction(functionId: string, reason: string): void {
-    if (!this.functions.delete(functionId)) return;
-    this.logger.warn({ functionId, reason }, 'function registration refused: held by another principal');
-    this.deps.hub.functionRemoved(this, functionId);
-  }
-
-  private registerTrigger(message: RegisterTriggerMessage, asSent: RegisterTriggerMessage): void {
-    const known = this.triggers.has(message.id) || this.customTriggers.has(message.id);
-    if (!known && !this.registrationRoom('trigger', message.id)) {
-      this.refuseTrigger(asSent, 'registration_limit', `the worker holds max_registrations (${this.session.policy.limits.maxRegistrations}) already`);
-      return;
-    }
-    if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {
-      // A worker-provided type: kept (parked while no worker provides the type, as iii does) and
-      // delivered to the provider wherever it is connected (trigger-delivery.ts). No ack, as iii.
-      this.customTriggers.set(message.id, customTriggerRecord(message, this.id));
-      this.deps.hub.triggersChanged();
-      return;
-    }
-    const config = normalizeTriggerPaths(message.trigger_type, message.config);
-    const validation = validateTrigger(message.trigger_type, config, this.deps.ignoreTrailingSlash);
-    if (!validation.ok) {
-      this.logger.warn(
-        { triggerId: message.id, triggerType: message.trigger_type, code: validation.code, reason: validation.message },
-        'trigger registration refused',
-      );
-      this.refuseTrigger(message, validation.code, validation.message);
-      return;
-    }
-    const record: TriggerRecord = {
-      ...validation.spec,
-      id: message.id,
-      functionId: message.function_id,
-      workerId: this.id,
-      principal: this.session.principal,
-      registeredAt: Date.now(),
-      seq: this.deps.hub.nextSeq(),
-    };
-    this.triggers.set(message.id, record);
-    this.deps.hub.triggersChanged();
   }
 
   /** What the worker told about itself through engine::workers::register. */
@@ -519,8 +356,8 @@ export class WorkerConnection implements HubMember {
   }
 
   private cleanup(reason: string): void {
-    if (this.closed) return;
-    this.closed = true;
+    if (this.gone) return;
+    this.gone = true;
     this.frameRate?.close();
     this.deps.hub.remove(this);
     const failed = this.pending.failAll((functionId) =>

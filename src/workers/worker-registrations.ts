@@ -1,0 +1,250 @@
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
+import type { Invoker } from '../invocation/invoker.js';
+import { encodeFrame } from '../protocol/encode.js';
+import type {
+  RegisterFunctionMessage,
+  RegisterTriggerMessage,
+  RegisterTriggerTypeMessage,
+  UnregisterFunctionMessage,
+  UnregisterTriggerMessage,
+  UnregisterTriggerTypeMessage,
+} from '../protocol/messages.js';
+import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
+import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
+import type { ConflictHolder } from './conflict-refusals.js';
+import type { Gated } from './registration-gate.js';
+import { RegistrationGate } from './registration-gate.js';
+import { BUILT_IN_TRIGGER_TYPES, customTriggerRecord, functionRecord, triggerTypeRecord } from './registration-records.js';
+import type { HubMember, WorkerHub } from './worker-hub.js';
+import type { WorkerSession } from './worker-session.js';
+
+/** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
+export type WorkerLimitKind = 'registrations' | 'calls_in_flight' | 'frames_per_second' | 'queued_bytes' | 'auth_refused';
+
+/** The frames that register or unregister something. */
+export type RegistrationMessage =
+  | RegisterFunctionMessage
+  | UnregisterFunctionMessage
+  | RegisterTriggerMessage
+  | UnregisterTriggerMessage
+  | RegisterTriggerTypeMessage
+  | UnregisterTriggerTypeMessage;
+
+export interface RegistrationDeps<C extends HubMember> {
+  hub: Pick<WorkerHub<C>, 'functionAdded' | 'functionRemoved' | 'triggersChanged' | 'nextSeq'>;
+  /** Runs the listener's registration hooks (served by any worker in the cluster). */
+  invoker: Invoker;
+  workerCallTimeoutMs: number;
+  ignoreTrailingSlash: boolean;
+  /** Calls HTTP-invoked functions; without it, registrations with `invocation` are refused. */
+  httpFunctions?: HttpFunctionCaller;
+  /** A per-worker limit refused something (metrics). */
+  onLimit?: (kind: WorkerLimitKind) => void;
+}
+
+/** The connection the registrations belong to, as far as they need it. */
+export interface RegistrationOwner {
+  readonly id: string;
+  /** The socket went away: nothing more is applied. */
+  readonly closed: boolean;
+  /** Sends a frame to the worker; false when it is gone. */
+  send(frame: string): boolean;
+}
+
+/**
+ * What one worker connection registered — functions, triggers, trigger types — and how each
+ * registration is admitted: the listener's RBAC gate (hooks, in the order sent), max_registrations,
+ * trigger validation, and the route-ownership refusals decided cluster-wide (conflict-refusals.ts).
+ */
+export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implements ConflictHolder {
+  readonly functions = new Map<string, FunctionRecord>();
+  readonly triggers = new Map<string, TriggerRecord>();
+  readonly triggerTypes = new Map<string, TriggerTypeRecord>();
+  /** Triggers this worker registered on worker-provided types (delivered to the type's provider). */
+  readonly customTriggers = new Map<string, CustomTriggerRecord>();
+  /** Registrations wait for hooks one at a time, in the order the worker sent them. */
+  private chain: Promise<void> = Promise.resolve();
+  private readonly gate: RegistrationGate;
+
+  constructor(
+    private readonly owner: C,
+    private readonly session: WorkerSession,
+    private readonly deps: RegistrationDeps<C>,
+    private readonly logger: Logger,
+  ) {
+    this.gate = new RegistrationGate(session, (functionId, data) =>
+      deps.invoker.invoke(functionId, data, { deadline: performance.now() + deps.workerCallTimeoutMs }),
+    );
+  }
+
+  /** One registration frame from the worker. */
+  receive(message: RegistrationMessage): void {
+    switch (message.type) {
+      case 'registerfunction':
+        this.inOrder(() => this.gate.function(message), (gated) => this.registerFunction(gated), 'function', message.id);
+        return;
+      case 'unregisterfunction': {
+        const id = this.session.registeredId(message.id);
+        this.inOrder(undefined, () => {
+          if (this.functions.delete(id)) this.deps.hub.functionRemoved(this.owner, id);
+        });
+        return;
+      }
+      case 'registertrigger':
+        this.inOrder(() => this.gate.trigger(message), (gated) => this.registerTrigger(gated, message), 'trigger', message.id, (reason) =>
+          this.refuseTrigger(message, 'FORBIDDEN', reason),
+        );
+        return;
+      case 'unregistertrigger':
+        this.inOrder(undefined, () => {
+          if (this.triggers.delete(message.id) || this.customTriggers.delete(message.id)) this.deps.hub.triggersChanged();
+        });
+        return;
+      case 'registertriggertype':
+        this.inOrder(() => this.gate.triggerType(message), (gated) => this.registerTriggerType(gated.id, gated.description), 'trigger type', message.id);
+        return;
+      case 'unregistertriggertype':
+        this.inOrder(undefined, () => {
+          if (this.triggerTypes.delete(message.id)) this.deps.hub.triggersChanged();
+        });
+        return;
+    }
+  }
+
+  /**
+   * Runs a registration step after the gate (hooks) has decided, in the order the worker sent them.
+   * Without hooks the gate answers at once and the step runs synchronously, in the frame's turn.
+   */
+  private inOrder<T>(
+    decide: (() => Gated<T> | Promise<Gated<T>>) | undefined,
+    apply: (message: T) => void,
+    what?: string,
+    id?: string,
+    refused?: (reason: string) => void,
+  ): void {
+    const settle = (gated: Gated<T> | undefined): void => {
+      if (this.owner.closed) return;
+      if (gated === undefined) {
+        apply(undefined as T);
+        return;
+      }
+      if (!gated.ok) {
+        this.logger.warn({ kind: what, id, reason: gated.reason }, 'registration refused by the listener\'s RBAC');
+        refused?.(gated.reason);
+        return;
+      }
+      apply(gated.message);
+    };
+    if (!this.gate.hasHooks) {
+      settle(decide?.() as Gated<T> | undefined);
+      return;
+    }
+    this.chain = this.chain
+      .then(async () => settle(this.owner.closed || decide === undefined ? undefined : await decide()))
+      .catch((err: unknown) => this.logger.error({ err }, 'registration step failed'));
+  }
+
+  /** max_registrations: functions, triggers and trigger types held by this connection. */
+  private room(kind: string, id: string): boolean {
+    const held = this.functions.size + this.triggers.size + this.customTriggers.size + this.triggerTypes.size;
+    if (held < this.session.policy.limits.maxRegistrations) return true;
+    this.deps.onLimit?.('registrations');
+    this.logger.warn({ kind, id, limit: this.session.policy.limits.maxRegistrations }, 'registration refused: the worker holds max_registrations already');
+    return false;
+  }
+
+  private registerFunction(message: RegisterFunctionMessage): void {
+    if (!this.functions.has(message.id) && !this.room('function', message.id)) return;
+    const record = functionRecord(message, this.owner.id, this.deps.httpFunctions);
+    if ('refused' in record) {
+      this.logger.warn({ functionId: message.id, reason: record.refused }, 'HTTP-invoked function registration refused');
+      return;
+    }
+    record.principal = this.session.principal;
+    record.registeredAt = this.functions.get(message.id)?.registeredAt ?? Date.now();
+    this.functions.set(message.id, record);
+    this.deps.hub.functionAdded(this.owner, message.id);
+  }
+
+  private registerTriggerType(id: string, description: string | undefined): void {
+    if (BUILT_IN_TRIGGER_TYPES.has(id)) {
+      this.logger.warn({ triggerType: id }, 'a worker cannot provide a built-in trigger type; ignored');
+      return;
+    }
+    if (!this.triggerTypes.has(id) && !this.room('trigger type', id)) return;
+    this.triggerTypes.set(id, triggerTypeRecord(id, description, this.owner.id, this.deps.hub.nextSeq()));
+    this.logger.info({ triggerType: id }, 'worker provides a trigger type');
+    this.deps.hub.triggersChanged();
+  }
+
+  private registerTrigger(message: RegisterTriggerMessage, asSent: RegisterTriggerMessage): void {
+    const known = this.triggers.has(message.id) || this.customTriggers.has(message.id);
+    if (!known && !this.room('trigger', message.id)) {
+      this.refuseTrigger(asSent, 'registration_limit', `the worker holds max_registrations (${this.session.policy.limits.maxRegistrations}) already`);
+      return;
+    }
+    if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {
+      // A worker-provided type: kept (parked while no worker provides the type, as iii does) and
+      // delivered to the provider wherever it is connected (trigger-delivery.ts). No ack, as iii.
+      this.customTriggers.set(message.id, customTriggerRecord(message, this.owner.id));
+      this.deps.hub.triggersChanged();
+      return;
+    }
+    const config = normalizeTriggerPaths(message.trigger_type, message.config);
+    const validation = validateTrigger(message.trigger_type, config, this.deps.ignoreTrailingSlash);
+    if (!validation.ok) {
+      this.logger.warn(
+        { triggerId: message.id, triggerType: message.trigger_type, code: validation.code, reason: validation.message },
+        'trigger registration refused',
+      );
+      this.refuseTrigger(message, validation.code, validation.message);
+      return;
+    }
+    const record: TriggerRecord = {
+      ...validation.spec,
+      id: message.id,
+      functionId: message.function_id,
+      workerId: this.owner.id,
+      principal: this.session.principal,
+      registeredAt: Date.now(),
+      seq: this.deps.hub.nextSeq(),
+    };
+    this.triggers.set(message.id, record);
+    this.deps.hub.triggersChanged();
+  }
+
+  /** Tells the worker a trigger was refused (iii-sdk logs it); `asSent` is the registration as the worker sent it. */
+  private refuseTrigger(asSent: Pick<RegisterTriggerMessage, 'id' | 'trigger_type' | 'function_id'>, code: string, message: string): void {
+    this.owner.send(
+      encodeFrame({
+        type: 'triggerregistrationresult',
+        id: asSent.id,
+        trigger_type: asSent.trigger_type,
+        function_id: asSent.function_id,
+        error: { code, message },
+      }),
+    );
+  }
+
+  /**
+   * A trigger lost a route conflict to an older binding (route-table.ts): it is dropped here and the
+   * worker told, with iii's code for a conflicting route.
+   */
+  dropConflictingTrigger(triggerId: string, reason: string): void {
+    const trigger = this.triggers.get(triggerId);
+    if (trigger === undefined) return;
+    this.triggers.delete(triggerId);
+    this.logger.warn({ triggerId, functionId: trigger.functionId, reason }, 'trigger registration refused: route held by another binding');
+    this.refuseTrigger({ id: triggerId, trigger_type: trigger.type, function_id: this.session.workerId(trigger.functionId) }, 'trigger_registration_failed', reason);
+    this.deps.hub.triggersChanged();
+  }
+
+  /** A function lost to an older registration of the same id by another principal (route-table.ts). */
+  dropConflictingFunction(functionId: string, reason: string): void {
+    if (!this.functions.delete(functionId)) return;
+    this.logger.warn({ functionId, reason }, 'function registration refused: held by another principal');
+    this.deps.hub.functionRemoved(this.owner, functionId);
+  }
+}
