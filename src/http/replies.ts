@@ -26,7 +26,8 @@ export function failureReply(failure: InvocationFailure, requestId: string): Htt
 
 /** The response as onResponse middleware sees it: status, header map, body (JSON bodies parsed). */
 export function sentResponse(reply: HttpReply): { status_code: number; headers: Record<string, string>; body: unknown } {
-  const headers: Record<string, string> = {};
+  // Null prototype: a header the worker named `constructor` or `__proto__` is a header like any other.
+  const headers = Object.create(null) as Record<string, string>;
   for (const [name, value] of reply.headers) headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
   let body: unknown = reply.body === undefined ? null : reply.body.toString();
   if (typeof body === 'string' && headers['content-type']?.startsWith('application/json')) {

@@ -104,9 +104,15 @@ export class WorkerServer {
       res.end('This port speaks the iii worker protocol over WebSocket.\n');
     });
     this.wss = new WebSocketServer({ noServer: true, maxPayload: config.maxFrameBytes, perMessageDeflate: false });
-    this.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) =>
-      this.handleUpgrade(request, socket, head),
-    );
+    this.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      // A fault in handling one upgrade costs that connection, not the process and every request on it.
+      try {
+        this.handleUpgrade(request, socket, head);
+      } catch (err) {
+        this.logger.error({ err, remoteAddress: request.socket.remoteAddress, url: request.url }, 'worker upgrade failed: connection dropped');
+        socket.destroy();
+      }
+    });
     if (channels !== undefined) {
       this.channelEndpoint = new ChannelEndpoint(
         channels.registry,
@@ -231,6 +237,10 @@ export class WorkerServer {
         return;
       }
       this.accept(ws, socket, remoteAddress, telemetry, new WorkerSession(this.policy, result), early);
+    }).catch((err: unknown) => {
+      // As for the upgrade itself: a fault costs this connection, never the process.
+      this.logger.error({ err, remoteAddress }, 'worker authentication failed: connection dropped');
+      ws.terminate();
     });
   }
 

@@ -140,13 +140,18 @@ export function parseAuthResult(value: unknown): AuthResult | { error: string } 
   };
 }
 
-/** The auth function's input (iii's AuthInput): lower-case header names, every query value in a list. */
+/**
+ * The auth function's input (iii's AuthInput): lower-case header names, every query value in a list.
+ * Null-prototype maps: the client names the keys before any authentication, and `?constructor=x` or
+ * `?__proto__=x` must be data like any other key (on a plain object the first found Object's
+ * constructor instead of a list, and the throw ended the process).
+ */
 export function authInput(request: IncomingMessage): { headers: Record<string, string>; query_params: Record<string, string[]>; ip_address: string } {
-  const headers: Record<string, string> = {};
+  const headers = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
   }
-  const query_params: Record<string, string[]> = {};
+  const query_params = Object.create(null) as Record<string, string[]>;
   const url = new URL(request.url ?? '/', 'http://worker.invalid');
   for (const [key, value] of url.searchParams) (query_params[key] ??= []).push(value);
   const ip = request.socket.remoteAddress ?? '';

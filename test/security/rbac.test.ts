@@ -172,6 +172,25 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
     expect(ids.sort()).toEqual(['shop::catalog', 'shop::orders::admin', 'shop::public::prices']);
   });
 
+  it('hands the auth function query keys and headers named like Object.prototype members as plain data', async () => {
+    const before = { err: engine.stderr.lines.length, out: engine.stdout.lines.length };
+    const raw = await RawWorker.connect(`${rbacUrl}/?constructor=c&toString=t&__proto__=p&hasOwnProperty=h&constructor=c2`, { constructor: 'header-data' });
+    try {
+      const registered = await raw.ofType('workerregistered');
+      expect(registered.worker_id).toEqual(expect.any(String));
+      const auth = seen.auth.find((a) => a.query_params?.toString !== undefined && Array.isArray(a.query_params.toString));
+      // `__proto__` is sent as a key like the others (test/unit/worker-session.test.ts); iii-sdk's own
+      // decoding of the input makes it the object's prototype, so it is not compared here.
+      expect({ ...auth?.query_params }).toEqual({ constructor: ['c', 'c2'], toString: ['t'], hasOwnProperty: ['h'] });
+      expect(auth?.headers.constructor).toBe('header-data');
+    } finally {
+      await raw.close();
+    }
+    // Every process still serves (an exception in the upgrade would have ended the one that took it).
+    await waitForEveryProcess(`${engine.httpUrl}/shop-ready`, 2);
+    expect([...engine.stderr.lines.slice(before.err), ...engine.stdout.lines.slice(before.out)].join('\n')).not.toMatch(/TypeError|uncaught|exited/i);
+  });
+
   it('refuses a connection the auth function refuses: an AUTH_ERROR frame, then the close', async () => {
     const raw = await RawWorker.connect(rbacUrl, { 'x-shop-token': 'stolen' });
     const frame = await raw.ofType('error');
