@@ -61,6 +61,8 @@ let nextHeartbeatSlot = 0;
 
 /** WebSocket close code for a worker closed for breaking a limit. */
 const CLOSE_POLICY_VIOLATION = 1008;
+/** WebSocket close code for a worker closed because the engine could not handle what it sent. */
+const CLOSE_INTERNAL_ERROR = 1011;
 
 const isRecord = isPlainObject;
 
@@ -242,7 +244,17 @@ export class WorkerConnection implements HubMember {
     return false;
   }
 
+  /** A fault while handling one frame costs this worker its connection, never the process. */
   private handleFrame(data: WebSocket.RawData): void {
+    try {
+      this.dispatchFrame(data);
+    } catch (err) {
+      this.logger.error({ err }, 'worker frame could not be handled: closing the worker');
+      this.close(CLOSE_INTERNAL_ERROR, 'internal error');
+    }
+  }
+
+  private dispatchFrame(data: WebSocket.RawData): void {
     const raw = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
     const decoded = decodeFrame(raw);
     if (decoded.kind === 'invalid') {

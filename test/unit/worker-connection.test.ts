@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Invoker } from '../../src/invocation/invoker.js';
 import { WorkerConnection } from '../../src/workers/worker-connection.js';
@@ -10,7 +10,7 @@ import { EngineFunctions } from '../../src/workers/engine-functions.js';
 import { WorkerHub } from '../../src/workers/worker-hub.js';
 
 /** A real ws pair over loopback; the engine side's TCP socket is wrapped to count cork/uncork. */
-async function connectedPair(): Promise<{ connection: WorkerConnection; client: WebSocket; socket: Socket; corks: () => number; server: Server }> {
+async function connectedPair(): Promise<{ connection: WorkerConnection; client: WebSocket; socket: Socket; corks: () => number; server: Server; hub: WorkerHub<WorkerConnection> }> {
   const server = createServer();
   const wss = new WebSocketServer({ noServer: true });
   let corks = 0;
@@ -32,7 +32,7 @@ async function connectedPair(): Promise<{ connection: WorkerConnection; client: 
   const hub = new WorkerHub<WorkerConnection>('p1');
   const deps = { hub, invoker: {} as Invoker, logger: pino({ level: 'silent' }), ignoreTrailingSlash: false, workerCallTimeoutMs: 1000, engineFunctions: new EngineFunctions() };
   const connection = new WorkerConnection(ws, deps, '127.0.0.1', transport);
-  return { connection, client, socket, corks: () => corks, server };
+  return { connection, client, socket, corks: () => corks, server, hub };
 }
 
 const opened: { client: WebSocket; server: Server }[] = [];
@@ -82,5 +82,19 @@ describe('WorkerConnection sends', () => {
     const [code] = (await closed) as [number];
     expect(code).toBe(1001);
     expect(messages).toHaveLength(1);
+  });
+
+  it('closes the worker with 1011 when handling its frame fails, and the engine goes on', async () => {
+    const pair = await connectedPair();
+    opened.push(pair);
+    pair.connection.start();
+    pair.hub.functionAdded = () => {
+      throw new Error('a fault inside the engine');
+    };
+    const closed = once(pair.client, 'close');
+    pair.client.send(JSON.stringify({ type: 'registerfunction', id: 'fn::faulty' }));
+    const [code] = (await closed) as [number];
+    expect(code).toBe(1011);
+    await vi.waitFor(() => expect(pair.connection.closed).toBe(true));
   });
 });
