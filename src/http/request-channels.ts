@@ -48,9 +48,9 @@ type First = { from: 'outcome'; value: InvocationOutcome } | { from: 'stream'; s
 /**
  * The channels are made when the worker first claims one of them (ChannelRegistry.reserve): until
  * then the request holds two reserved ids and a key. Most handlers return their ApiResponse without
- * touching either channel, and making them for every request cost about a tenth of the engine's CPU
- * per request (docs/performance.md). A streamed upload opens them at once: its body flows into
- * `request_body` as it arrives.
+ * touching either channel, and making them for every request cost about 1.4 µs of CPU per request
+ * more (docs/performance.md, "Second session of 2026-11-26"). A streamed upload opens them at once:
+ * its body flows into `request_body` as it arrives.
  */
 export class RequestChannels {
   private readonly key = randomUUID();
