@@ -63,16 +63,9 @@ export interface CreateChannelOptions {
  * Channels tied to an HTTP request are destroyed with it; the others (engine::channels::create)
  * expire when an end stays unclaimed for UNCLAIMED_TTL_MS.
  */
-/** Channel ids handed out before their channels exist (reserve): made when a worker claims one. */
-interface Reservation {
-  key: string;
-  open: () => void;
-}
-
 export class ChannelRegistry {
   readonly tag: string;
   private readonly channels = new Map<string, { channel: Channel; createdAt: number; expires: boolean }>();
-  private readonly reserved = new Map<string, Reservation>();
   private sequence = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
 
@@ -84,48 +77,18 @@ export class ChannelRegistry {
     this.tag = ownerTag(peerId);
   }
 
-  /** Channels held, reserved ones included. */
   get size(): number {
-    return this.channels.size + this.reserved.size;
+    return this.channels.size;
   }
 
-  private nextId(): string {
-    return `${this.tag}-${(++this.sequence).toString(36)}`;
-  }
-
-  /**
-   * A new channel and its key; `key` may be shared by the two channels of one request. `id`: a
-   * reserved id, which the channel takes (reserve).
-   */
-  create(options: CreateChannelOptions = {}, key: string = randomUUID(), id: string = this.nextId()): Channel {
-    this.reserved.delete(id);
+  /** A new channel and its key; `key` may be shared by the two channels of one request. */
+  create(options: CreateChannelOptions = {}, key: string = randomUUID()): Channel {
     const limits = channelLimits(options.bufferItems);
+    const id = `${this.tag}-${(++this.sequence).toString(36)}`;
     const channel = new Channel(id, key, limits, (done) => this.channels.delete(done.id), options.maxBytesIn);
     this.channels.set(id, { channel, createdAt: Date.now(), expires: options.expires ?? false });
     if (options.expires === true) this.startSweeping();
     return channel;
-  }
-
-  /**
-   * `count` channel ids under `key` whose channels are made only when a worker claims one of them:
-   * `open` must then create them (create with the reserved ids). Most HTTP handlers never open
-   * their request's channels; a reservation costs two map entries, where channels cost objects,
-   * queues and listeners on every request. Released with `release` when the request is over.
-   */
-  reserve(key: string, open: () => void, count = 2): string[] {
-    const reservation: Reservation = { key, open };
-    const ids: string[] = [];
-    for (let i = 0; i < count; i++) {
-      const id = this.nextId();
-      this.reserved.set(id, reservation);
-      ids.push(id);
-    }
-    return ids;
-  }
-
-  /** Gives up reserved ids whose channels were never made; a later claim finds nothing. */
-  release(ids: readonly string[]): void {
-    for (const id of ids) this.reserved.delete(id);
   }
 
   /** The ref a worker gets for one end of a channel. */
@@ -135,14 +98,7 @@ export class ChannelRegistry {
 
   /** Checks id and key and that the end is still free; the caller then attaches to it. */
   claim(id: string, key: string, direction: ChannelDirection): ClaimResult {
-    let entry = this.channels.get(id);
-    if (entry === undefined) {
-      // A reserved id: the right key makes its channels now.
-      const reservation = this.reserved.get(id);
-      if (reservation === undefined || !keysEqual(reservation.key, key)) return { ok: false, reason: 'not_found' };
-      reservation.open();
-      entry = this.channels.get(id);
-    }
+    const entry = this.channels.get(id);
     if (entry === undefined || !keysEqual(entry.channel.key, key)) return { ok: false, reason: 'not_found' };
     if (entry.channel.isClaimed(direction) || entry.channel.isSettled) return { ok: false, reason: 'in_use' };
     return { ok: true, channel: entry.channel };
@@ -165,7 +121,6 @@ export class ChannelRegistry {
   close(): void {
     clearInterval(this.sweepTimer);
     this.sweepTimer = undefined;
-    this.reserved.clear();
     for (const { channel } of [...this.channels.values()]) channel.destroy('engine shutting down');
   }
 

@@ -173,37 +173,6 @@ describe('ChannelRegistry', () => {
     expect(registry.size).toBe(0);
   });
 
-  it('makes reserved channels on the first claim with the right key, and never after release', () => {
-    const registry = new ChannelRegistry('p', silent);
-    let opened = 0;
-    const ids = registry.reserve('k1', () => {
-      opened++;
-      for (const id of ids) registry.create({}, 'k1', id);
-    });
-    expect(ids).toHaveLength(2);
-    expect(registry.size).toBe(2);
-    expect(registry.claim(ids[0] as string, 'wrong', 'read')).toEqual({ ok: false, reason: 'not_found' });
-    expect(opened).toBe(0);
-    const claimed = registry.claim(ids[1] as string, 'k1', 'write');
-    expect(claimed.ok && claimed.channel.id).toBe(ids[1]);
-    expect(opened).toBe(1);
-    // The other id became a channel too, without a second open.
-    expect(registry.claim(ids[0] as string, 'k1', 'read').ok).toBe(true);
-    expect(opened).toBe(1);
-    expect(registry.size).toBe(2);
-
-    const released = registry.reserve('k2', () => {
-      opened++;
-    });
-    registry.release(released);
-    expect(registry.claim(released[0] as string, 'k2', 'read')).toEqual({ ok: false, reason: 'not_found' });
-    expect(opened).toBe(1);
-    expect(registry.size).toBe(2);
-    registry.reserve('k3', () => undefined);
-    registry.close();
-    expect(registry.size).toBe(0);
-  });
-
   it("clamps a channel's buffer to 1..1024 items, as iii", () => {
     expect(channelLimits(0).maxQueuedItems).toBe(1);
     expect(channelLimits(5000).maxQueuedItems).toBe(MAX_BUFFER_ITEMS);
