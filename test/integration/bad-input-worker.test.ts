@@ -15,6 +15,9 @@
  *   empty invocation_id" (decoder only); here: what the engine does with each over a socket.
  * - Results for invocations the worker was never sent, and for another worker's invocation: here.
  * - Thousands of routes from one worker: here (5,000, servable, and all gone on disconnect).
+ * - Names that are Object.prototype members (`__proto__`, `constructor`, …) as function ids, paths,
+ *   route parameters, trigger types, phases and engine-function inputs: here; the RBAC auth input:
+ *   test/security/rbac.test.ts.
  * - Worker token: worker-protocol.test.ts "worker token" checks a missing token and the right one;
  *   here: wrong tokens and schemes, the exact reason, nothing registered by a refused socket.
  * - Issue 18, on a two-process engine (the last describe): /otel refused without the token (4401);
@@ -485,6 +488,43 @@ describe('bad input from workers', () => {
       await caller.sync();
       expect(caller.frames.filter((f) => f.type === 'invocationresult')).toEqual([]);
       await expectBystanderUntouched();
+    });
+  });
+
+  describe('names that are Object.prototype members', () => {
+    const NAMES = ['__proto__', 'constructor', 'toString', 'hasOwnProperty', 'prototype', 'valueOf'];
+
+    it('serves functions, routes, parameters and trigger types with such names as data, and keeps serving', async () => {
+      const w = await connectWorker();
+      for (const name of NAMES) {
+        w.route(name, 'GET', `/proto-names/${name}`);
+        w.serve(name, () => ({ status_code: 200, body: { served: name } }));
+        w.route(`param::${name}`, 'GET', `/proto-params/${name}/:${name}`);
+        w.serve(`param::${name}`, (data: { path_params: Record<string, string> }) => ({ status_code: 200, body: { params: data.path_params } }));
+        w.send({ type: 'registertriggertype', id: name, description: name });
+        w.send({ type: 'registerservice', id: name, name });
+        // A phase that is not one: refused, whatever it is called.
+        w.send({ type: 'registertrigger', id: `mw-${name}`, trigger_type: 'http_middleware', function_id: name, config: { phase: name, scope: { path: '/*' } } });
+        w.send(`{"type":"invocationresult","invocation_id":"${name}","function_id":"${name}","result":{"${name}":1}}`);
+        w.send(`{"type":"invokefunction","invocation_id":"log-${name}","function_id":"engine::log::info","data":{"message":"m","data":{"${name}":1},"${name}":2}}`);
+        w.send(`{"type":"invokefunction","invocation_id":"reg-${name}","function_id":"engine::workers::register","data":{"${name}":1,"name":{"${name}":1}}}`);
+      }
+      await w.sync();
+      for (const name of NAMES) {
+        const served = await waitForStatus(`${engine.httpUrl}/proto-names/${name}`, (st) => st === 200);
+        expect(served.json()).toEqual({ served: name });
+        const params = await waitForStatus(`${engine.httpUrl}/proto-params/${name}/v-${name}`, (st) => st === 200);
+        expect(JSON.stringify(params.json())).toBe(`{"params":{"${name}":"v-${name}"}}`);
+      }
+      w.send({ type: 'invokefunction', invocation_id: 'info-1', function_id: 'engine::functions::info', data: { function_id: 'constructor' } });
+      const info = await w.next((f) => f.type === 'invocationresult' && f.invocation_id === 'info-1');
+      expect(info.result?.function_id).toBe('constructor');
+      w.send({ type: 'invokefunction', invocation_id: 'types-1', function_id: 'engine::triggers::list', data: {} });
+      const types = await w.next((f) => f.type === 'invocationresult' && f.invocation_id === 'types-1');
+      expect(JSON.stringify(types.result ?? types.error)).toContain('hasOwnProperty');
+      expect(w.ws.readyState).toBe(w.ws.OPEN);
+      await expectBystanderUntouched();
+      await w.close();
     });
   });
 
