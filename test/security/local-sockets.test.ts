@@ -1,15 +1,25 @@
 // Forward sockets on one host: only the user running the engine can reach them (issue 15, point 4).
-import { mkdtemp, mkdir, stat, symlink, chmod } from 'node:fs/promises';
+import { mkdtemp, mkdir, rm, stat, symlink, chmod } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { listenUnix, privateDirectory } from '../../src/forwarding/forward-listen.js';
 import { forwardSocketPath } from '../../src/supervisor/child-engine.js';
 
 describe('forward sockets live in a private directory, mode 0600', () => {
-  it('binds the socket 0600 in a directory made 0700', async () => {
+  const made: string[] = [];
+  const tempBase = async (): Promise<string> => {
     const base = await mkdtemp(join(tmpdir(), 'switchyard-sock-'));
+    made.push(base);
+    return base;
+  };
+  afterEach(async () => {
+    await Promise.all(made.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+  });
+
+  it('binds the socket 0600 in a directory made 0700', async () => {
+    const base = await tempBase();
     const dir = join(base, 'forward');
     const path = join(dir, 'peer.sock');
     const server = createServer();
@@ -23,7 +33,7 @@ describe('forward sockets live in a private directory, mode 0600', () => {
   });
 
   it('tightens a directory others can read, and refuses a symbolic link in its place', async () => {
-    const base = await mkdtemp(join(tmpdir(), 'switchyard-sock-'));
+    const base = await tempBase();
     const loose = join(base, 'loose');
     await mkdir(loose);
     await chmod(loose, 0o755);
