@@ -213,7 +213,8 @@ function engineHandle(
   ready: Awaited<ReturnType<typeof waitReady>>,
 ): EngineHandle {
   exitedEarly.catch(() => undefined);
-  void p.exited.then(() => rm(dir, { recursive: true, force: true }));
+  // Awaited by stop(): a test file that ends right after stopping its engine leaves no directory.
+  const removed = p.exited.then(() => rm(dir, { recursive: true, force: true }));
   return {
     ...p,
     ports: { http: ready.http, workers: ready.workers, admin: adminPort },
@@ -221,12 +222,17 @@ function engineHandle(
     workerUrl: `ws://127.0.0.1:${ready.workers}`,
     adminUrl: `http://127.0.0.1:${adminPort}`,
     configPath,
-    stop: (signal = 'SIGTERM') => stopProcess(p, signal),
+    stop: async (signal = 'SIGTERM') => {
+      const result = await stopProcess(p, signal);
+      await removed;
+      return result;
+    },
     killAll: async () => {
       if (p.child.pid !== undefined && p.child.exitCode === null && p.child.signalCode === null) {
         process.kill(-p.child.pid, 'SIGKILL');
       }
       await p.exited;
+      await removed;
     },
   };
 }
