@@ -50,7 +50,8 @@ export class RequestPhases {
 
   /**
    * Runs a request phase (onRequest, preHandler). Returns the reply that ends the request (a
-   * `respond`, a failure), or undefined to go on.
+   * `respond`, a failure), or undefined to go on. The pipeline calls it only when the phase has
+   * middleware (an empty phase costs no promise).
    */
   async run(
     state: RequestState,
@@ -58,7 +59,6 @@ export class RequestPhases {
     functionIds: readonly string[],
     extra: Pick<MiddlewareCall, 'matchedRoute'>,
   ): Promise<HttpReply | undefined> {
-    if (functionIds.length === 0) return undefined;
     const request = state.apiRequest as ApiRequest;
     const outcome = await this.middleware.run(functionIds, { phase, request, ...extra }, state.deadline, state.requestId, this.spans(state));
     if (outcome.kind === 'failed' && outcome.timedOut) {

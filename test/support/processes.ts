@@ -196,12 +196,24 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
       // Readiness comes from /readyz (it also reports the bound ports), so it works at any log level.
       ready = await Promise.race([waitReady(adminPort, p), exitedEarly]);
     } catch (err) {
+      // Whatever is left of this engine (a primary still waiting, its children) goes before another
+      // try or the error: a failed start leaves no process and no directory behind.
+      await killGroup(p);
       const adminTaken = p.stderr.lines.some((line) => line.includes(`cannot bind 127.0.0.1:${adminPort}`) && line.includes('EADDRINUSE'));
       if (adminTaken && attempt < 3) continue;
+      await rm(dir, { recursive: true, force: true });
       throw err;
     }
     return engineHandle(p, exitedEarly, dir, configPath, adminPort, ready);
   }
+}
+
+/** SIGKILL to the process and its whole group at once (an engine's primary and children); resolves on its exit. */
+async function killGroup(p: ManagedProcess): Promise<void> {
+  if (p.child.pid !== undefined && p.child.exitCode === null && p.child.signalCode === null) {
+    process.kill(-p.child.pid, 'SIGKILL');
+  }
+  await p.exited;
 }
 
 function engineHandle(
@@ -228,10 +240,7 @@ function engineHandle(
       return result;
     },
     killAll: async () => {
-      if (p.child.pid !== undefined && p.child.exitCode === null && p.child.signalCode === null) {
-        process.kill(-p.child.pid, 'SIGKILL');
-      }
-      await p.exited;
+      await killGroup(p);
       await removed;
     },
   };

@@ -52,10 +52,10 @@ function findRedisServer(): string {
   throw new Error('redis-server is not on PATH: the Redis integration tests need a real Redis (apt-get install redis-server)');
 }
 
-/** A port that was free a moment ago (listen on 0, read it, close). Never 6379. */
 /** Ports this process has handed out: never the same one twice (setups started in parallel). */
 const handedOut = new Set<number>();
 
+/** A port that was free a moment ago (listen on 0, read it, close), never handed out before here. Never 6379. */
 export async function freePort(): Promise<number> {
   for (;;) {
     const server = createServer();
