@@ -15,13 +15,13 @@ import type { Invoker } from './invocation/invoker.js';
 import { EngineMetrics } from './observability/metrics.js';
 import type { PeerEndpoint } from './routing/registrations.js';
 import { RouteTable } from './routing/route-table.js';
+import { routesView, workersView } from './routing/admin-views.js';
 import { LocalInvoker } from './workers/local-invoker.js';
 import type { WorkerConnection, WorkerConnectionDeps } from './workers/worker-connection.js';
-import { WorkerHub } from './workers/worker-hub.js';
+import { WorkerHub, retireRelayed } from './workers/worker-hub.js';
 import type { ChannelRequest } from './channels/channel-endpoint.js';
 import { ChannelRegistry } from './channels/channel-registry.js';
-import { attachTunnelLink } from './channels/tunnel-link.js';
-import type { TunnelOpenResult } from './forwarding/tunnel-client.js';
+import { channelAttachDecision } from './channels/channel-attach.js';
 import { CREATE_CHANNEL_FUNCTION, createChannelFunction } from './engine-functions/channels-create.js';
 import { EngineFunctions } from './workers/engine-functions.js';
 import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/worker-connection.js';
@@ -31,10 +31,10 @@ import { TriggerDelivery } from './workers/trigger-delivery.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
 import { logFunctions } from './engine-functions/log.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
-import { OtlpRelay } from './observability/otlp-relay.js';
-import type { TelemetryKind } from './observability/otlp-relay.js';
+import type { OtlpRelay } from './observability/otlp-relay.js';
+import { workerTelemetryRelay } from './observability/otlp-relay.js';
 import type { Tracing } from './observability/tracing.js';
-import { createTracing, otlpEndpoint } from './observability/tracing.js';
+import { createTracing } from './observability/tracing.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
 export interface EngineClusterOptions {
@@ -148,6 +148,7 @@ export class Engine {
         secret: cluster.secret,
         cluster: cluster.clusterName,
         logger: logger.child({ module: 'forward' }),
+        metrics: this.metrics,
         ...(cluster.tls === undefined ? {} : { tls: cluster.tls }),
       });
       invoker = new ClusterInvoker(
@@ -168,16 +169,8 @@ export class Engine {
         invoker: this.localInvoker,
         logger: logger.child({ module: 'forward' }),
         tracing: this.tracing,
-        onRetire: (workerId, token) => this.retireLocal(workerId, token),
-        onChannelAttach: (request) => {
-          const claim = this.channels.claim(request.channelId, request.key, request.direction);
-          if (!claim.ok) return { refused: claim.reason };
-          return {
-            attach: (socket) => {
-              if (!attachTunnelLink(socket, claim.channel, request.direction)) socket.destroy();
-            },
-          };
-        },
+        onRetire: retireRelayed(this.hub, logger.child({ module: 'workers' })),
+        onChannelAttach: (request) => channelAttachDecision(this.channels, request),
       });
       this.membership = new ClusterMembership({
         identity: cluster.identity,
@@ -209,9 +202,10 @@ export class Engine {
         ? {}
         : { retireElsewhere: (workerId: string, token: string) => this.membership?.retireElsewhere(workerId, token) ?? 0 }),
     };
+    const peers = this.peers;
     const workerChannels = {
       registry: this.channels,
-      ...(this.peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => this.openRemoteChannel(tag, request) }),
+      ...(peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => peers.openChannel(tag, request) }),
     };
     const workerTelemetry = { counters: this.metrics, ...(this.relay === undefined ? {} : { sink: this.relay }) };
     const workerServer = (listener: WorkersConfig, index: number): WorkerServer =>
@@ -236,64 +230,14 @@ export class Engine {
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));
   }
 
-  /** Joins a worker's channel socket to the peer holding the channel, counting the outcome. */
-  private async openRemoteChannel(tag: string, request: ChannelRequest): Promise<TunnelOpenResult> {
-    const opened = (await this.peers?.openChannel(tag, request)) ?? { ok: false, reason: 'not_found' };
-    this.metrics.channelLink(opened.ok ? 'opened' : opened.reason === 'not_found' || opened.reason === 'in_use' ? 'refused' : 'failed');
-    return opened;
-  }
-
-  /** A peer relays a reattach: retire that worker's connection if it is here and the token matches. */
-  private retireLocal(workerId: string, token: string): void {
-    const result = this.hub.retire(workerId, token);
-    const logger = this.options.logger.child({ module: 'workers' });
-    if (result === 'retired') logger.info({ previousWorkerId: workerId }, 'retired a connection whose worker reattached on another peer');
-    else if (result === 'wrong-token') logger.warn({ previousWorkerId: workerId }, 'retire request with a wrong reattach token ignored');
-  }
-
   /** The cluster's routes and middleware, with the peers that serve each function (GET /routes). */
   routesView(): Record<string, unknown> {
-    const state = this.table.current();
-    const ownersOf = (functionId: string): readonly string[] => state.functionOwners.get(functionId) ?? [];
-    return {
-      tableVersion: state.version,
-      routes: state.routes.map((route) => ({
-        method: route.method,
-        path: route.pattern.source,
-        function_id: route.functionId,
-        owners: ownersOf(route.functionId),
-        // Who holds the route (docs/security.md#route-ownership): a conflicting registration is refused.
-        owner: { principal: route.principal, peer: route.ownerId, worker_id: route.workerId, trigger_id: route.triggerId },
-        ...(route.conditionFunctionId === undefined ? {} : { condition_function_id: route.conditionFunctionId }),
-        ...(route.middlewareFunctionIds === undefined ? {} : { middleware_function_ids: route.middlewareFunctionIds }),
-      })),
-      middleware: state.middleware.ordered.map((m) => ({
-        function_id: m.functionId,
-        phase: m.phase,
-        priority: m.priority,
-        ...(m.scopePath === undefined ? {} : { scope: m.scopePath }),
-        ...(m.restrictedTo === undefined ? {} : { restricted_to: m.restrictedTo }),
-        owners: ownersOf(m.functionId),
-      })),
-    };
+    return routesView(this.table.current());
   }
 
   /** Every connected worker in the cluster with its functions (GET /workers). */
   workersView(): Record<string, unknown>[] {
-    const out: Record<string, unknown>[] = [];
-    for (const snapshot of this.table.snapshotsHeld()) {
-      // This process's own snapshot carries no endpoint (it is added when published).
-      const node = snapshot.endpoint?.nodeId ?? (snapshot.ownerId === this.hub.ownerId ? this.membership?.endpoint?.nodeId : undefined);
-      for (const worker of snapshot.workers ?? []) {
-        out.push({
-          ...worker,
-          peer: snapshot.ownerId,
-          ...(node === undefined ? {} : { node }),
-          functions: snapshot.functions.filter((fn) => fn.workerId === worker.id).map((fn) => fn.id),
-        });
-      }
-    }
-    return out;
+    return workersView(this.table.snapshotsHeld(), { ownerId: this.hub.ownerId, nodeId: this.membership?.endpoint?.nodeId });
   }
 
   /** Listening, and (in a cluster) holding an in-sync view of every peer. */
@@ -379,16 +323,4 @@ export class Engine {
     })();
     return this.closing;
   }
-}
-
-/** Workers' /otel telemetry goes to the collector when iii-observability exports over OTLP, by signal switch. */
-function workerTelemetryRelay(config: EngineConfig['observability'], logger: Logger, metrics: EngineMetrics): OtlpRelay | undefined {
-  const endpoint = otlpEndpoint(config);
-  if (endpoint === undefined) return undefined;
-  // As iii's switches: traces follow `exporter`, metrics `metrics_exporter`, logs `logs_exporter`.
-  const kinds = new Set<TelemetryKind>(['traces']);
-  const exported = (value: unknown): boolean => value === 'otlp' || value === 'both';
-  if (config.metrics_enabled !== false && exported(config.metrics_exporter)) kinds.add('metrics');
-  if (config.logs_enabled !== false && exported(config.logs_exporter)) kinds.add('logs');
-  return new OtlpRelay(endpoint, kinds, logger, metrics);
 }

@@ -3,9 +3,10 @@ import { ownerTag } from '../channels/channel-registry.js';
 import type { ForwardResult, ForwardTarget } from '../forwarding/forward-client.js';
 import type { ForwardTls } from '../forwarding/forward-tls.js';
 import type { TunnelOpenResult } from '../forwarding/tunnel-client.js';
-import { openTunnel } from '../forwarding/tunnel-client.js';
+import { openTunnel, tunnelLinkResult } from '../forwarding/tunnel-client.js';
 import { ForwardClient } from '../forwarding/forward-client.js';
 import type { InvokeOptions } from '../invocation/invoker.js';
+import type { ChannelLinkResult } from '../observability/metrics.js';
 import type { RouteTable } from '../routing/route-table.js';
 import type { PeerEndpoint } from '../routing/registrations.js';
 
@@ -17,15 +18,18 @@ export interface PeerPoolOptions {
   logger: Logger;
   /** Mutual TLS for TCP links to other nodes (forward-tls.ts). */
   tls?: ForwardTls;
+  /** Counts each channel link this process opens, by outcome. */
+  metrics?: { channelLink(result: ChannelLinkResult): void };
 }
+
+/** Connect plus handshake of a channel link to a peer. */
+const CHANNEL_LINK_TIMEOUT_MS = 2000;
 
 /**
  * One forward client per peer, created on first use from the peer's advertised endpoint: the Unix
  * socket for peers of this node, TCP for other nodes. A peer that leaves the table has its client
  * closed, which settles whatever was still pending on it.
  */
-/** Connect plus handshake of a channel link to a peer. */
-const CHANNEL_LINK_TIMEOUT_MS = 2000;
 
 export class PeerPool {
   private readonly clients = new Map<string, ForwardClient>();
@@ -54,7 +58,13 @@ export class PeerPool {
    * Opens a link of its own to the peer whose channels carry `tag` (docs/streaming.md#across-the-cluster),
    * for one end of a channel it holds. `not_found` when no peer in the table has that tag.
    */
-  openChannel(tag: string, channel: { channelId: string; key: string; direction: 'read' | 'write' }): Promise<TunnelOpenResult> {
+  async openChannel(tag: string, channel: { channelId: string; key: string; direction: 'read' | 'write' }): Promise<TunnelOpenResult> {
+    const opened = await this.openTunnelTo(tag, channel);
+    this.options.metrics?.channelLink(tunnelLinkResult(opened));
+    return opened;
+  }
+
+  private openTunnelTo(tag: string, channel: { channelId: string; key: string; direction: 'read' | 'write' }): Promise<TunnelOpenResult> {
     for (const snapshot of this.table.snapshotsHeld()) {
       const peerId = snapshot.ownerId;
       if (peerId === this.options.selfPeerId || this.tagOf(peerId) !== tag) continue;

@@ -4,6 +4,7 @@ import type { ForwardTarget } from './forward-connection.js';
 import { dialForwardTcp } from './forward-tls.js';
 import { FRAME_HEADER_BYTES } from './forward-frames.js';
 import type { ChannelAttachMessage } from './forward-messages.js';
+import type { ChannelLinkResult } from '../observability/metrics.js';
 import { FORWARD_PROTOCOL_VERSION, HELLO_MAX_FRAME_BYTES, decodeServerMessage, encodeChannelAttach } from './forward-messages.js';
 
 export type TunnelOpenResult =
@@ -11,6 +12,12 @@ export type TunnelOpenResult =
   | { ok: true; socket: Socket }
   /** `not_found` / `in_use` from the peer, or why it could not be asked. */
   | { ok: false; reason: string };
+
+/** How an open counts in the channel-link metric: the peer said no (`refused`) or it could not be asked. */
+export function tunnelLinkResult(opened: TunnelOpenResult): ChannelLinkResult {
+  if (opened.ok) return 'opened';
+  return opened.reason === 'not_found' || opened.reason === 'in_use' ? 'refused' : 'failed';
+}
 
 export interface TunnelSettings {
   secret: string;

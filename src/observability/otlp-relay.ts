@@ -1,4 +1,6 @@
 import type { Logger } from 'pino';
+import type { ObservabilityConfig } from '../config/types.js';
+import { otlpEndpoint } from './tracing.js';
 import { WarnThrottle } from './warn-throttle.js';
 
 /** The three kinds of OTLP data a worker sends (the telemetry intake's TelemetryKind). */
@@ -88,4 +90,16 @@ export class OtlpRelay {
     this.queue.length = 0;
     this.queuedBytes = 0;
   }
+}
+
+/** Workers' /otel telemetry goes to the collector when iii-observability exports over OTLP, by signal switch. */
+export function workerTelemetryRelay(config: ObservabilityConfig, logger: Logger, counters: RelayCounters): OtlpRelay | undefined {
+  const endpoint = otlpEndpoint(config);
+  if (endpoint === undefined) return undefined;
+  // As iii's switches: traces follow `exporter`, metrics `metrics_exporter`, logs `logs_exporter`.
+  const kinds = new Set<TelemetryKind>(['traces']);
+  const exported = (value: unknown): boolean => value === 'otlp' || value === 'both';
+  if (config.metrics_enabled !== false && exported(config.metrics_exporter)) kinds.add('metrics');
+  if (config.logs_enabled !== false && exported(config.logs_exporter)) kinds.add('logs');
+  return new OtlpRelay(endpoint, kinds, logger, counters);
 }

@@ -1,4 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
 import type {
   CustomTriggerRecord,
   DepartedWorker,
@@ -224,4 +225,13 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
     this.version++;
     for (const listener of this.changeListeners) listener();
   }
+}
+
+/** A peer relays a reattach: the hub retires that worker's connection if it is here and the token matches. */
+export function retireRelayed(hub: Pick<WorkerHub, 'retire'>, logger: Logger): (workerId: string, token: string) => void {
+  return (workerId, token) => {
+    const result = hub.retire(workerId, token);
+    if (result === 'retired') logger.info({ previousWorkerId: workerId }, 'retired a connection whose worker reattached on another peer');
+    else if (result === 'wrong-token') logger.warn({ previousWorkerId: workerId }, 'retire request with a wrong reattach token ignored');
+  };
 }

@@ -2,7 +2,9 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { ChannelEndStatus, ChannelReader, ReaderFeedback, WriterInput } from '../../src/channels/channel.js';
 import { Channel } from '../../src/channels/channel.js';
+import { channelAttachDecision } from '../../src/channels/channel-attach.js';
 import { parseChannelTarget } from '../../src/channels/channel-endpoint.js';
+import { tunnelLinkResult } from '../../src/forwarding/tunnel-client.js';
 import { ChannelRegistry, channelLimits, MAX_BUFFER_ITEMS, ownerTag, ownerTagOfChannel } from '../../src/channels/channel-registry.js';
 import { normalizeApiPath } from '../../src/routing/path-pattern.js';
 import { normalizeTriggerPaths } from '../../src/routing/trigger-config.js';
@@ -176,6 +178,26 @@ describe('ChannelRegistry', () => {
   it("clamps a channel's buffer to 1..1024 items, as iii", () => {
     expect(channelLimits(0).maxQueuedItems).toBe(1);
     expect(channelLimits(5000).maxQueuedItems).toBe(MAX_BUFFER_ITEMS);
+  });
+});
+
+describe('channel links between processes', () => {
+  it('a peer may attach only a free end with the right key', () => {
+    const registry = new ChannelRegistry('p1', silent);
+    const channel = registry.create();
+    const ask = (channelId: string, key: string) => channelAttachDecision(registry, { channelId, key, direction: 'read', peerId: 'p2' });
+    expect(ask('nope', channel.key)).toEqual({ refused: 'not_found' });
+    expect(ask(channel.id, 'wrong')).toEqual({ refused: 'not_found' });
+    expect('attach' in ask(channel.id, channel.key)).toBe(true);
+    channel.attachReader(recordingReader());
+    expect(ask(channel.id, channel.key)).toEqual({ refused: 'in_use' });
+    registry.close();
+  });
+
+  it('counts a peer saying no as refused and anything else that failed as failed', () => {
+    expect(tunnelLinkResult({ ok: false, reason: 'not_found' })).toBe('refused');
+    expect(tunnelLinkResult({ ok: false, reason: 'in_use' })).toBe('refused');
+    expect(tunnelLinkResult({ ok: false, reason: 'connect ECONNREFUSED' })).toBe('failed');
   });
 });
 

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { FunctionRecord, TriggerRecord } from '../../src/routing/registrations.js';
 import { validateTrigger } from '../../src/routing/trigger-config.js';
 import type { HubMember } from '../../src/workers/worker-hub.js';
-import { WorkerHub } from '../../src/workers/worker-hub.js';
+import { WorkerHub, retireRelayed } from '../../src/workers/worker-hub.js';
 
 /** Just what the hub reads of a connection. */
 function fakeConnection(id: string, functionIds: string[], routes: [string, string][] = [], retire = (): void => undefined): HubMember {
@@ -87,5 +87,18 @@ describe('WorkerHub.retire', () => {
     expect(hub.retire('nobody', 'token-w1')).toBe('unknown');
     expect(hub.retire('w1', 'token-w1')).toBe('retired');
     expect(retire).toHaveBeenCalledOnce();
+  });
+
+  it('retireRelayed logs a retirement and a wrong token, and nothing for an unknown worker', () => {
+    const hub = new WorkerHub('p1', 0);
+    connect(hub, fakeConnection('w1', ['f']));
+    const logger = { info: vi.fn(), warn: vi.fn() };
+    const relay = retireRelayed(hub, logger as unknown as Parameters<typeof retireRelayed>[1]);
+    relay('w1', 'bad');
+    relay('nobody', 'token-nobody');
+    expect(logger.warn).toHaveBeenCalledOnce();
+    expect(logger.info).not.toHaveBeenCalled();
+    relay('w1', 'token-w1');
+    expect(logger.info).toHaveBeenCalledOnce();
   });
 });
