@@ -58,6 +58,8 @@ export const WIRE_ERRORS = {
   trigger_registration_failed: 'The route is held by another binding (same method and path shape, another function or principal; iii\'s code)',
   registration_limit: 'The worker holds max_registrations registrations already',
   too_many_calls: 'The worker has max_calls_in_flight calls in flight already',
+  // TriggerAction.Enqueue (docs/protocol.md#enqueue), iii's code.
+  enqueue_error: 'An enqueued call could not be handed to engine::queue::enqueue (no provider, or the provider failed)',
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

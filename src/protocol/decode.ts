@@ -102,7 +102,10 @@ export function decodeMessage(parsed: unknown): DecodeResult {
       if (m.invocation_id !== undefined && m.invocation_id !== null && !isNonEmptyString(m.invocation_id)) {
         return invalid('invokefunction "invocation_id" must be a string');
       }
-      const action = isObject(m.action) && typeof m.action.type === 'string' ? { type: m.action.type } : undefined;
+      // `{type: "enqueue", queue}` names its queue (iii's TriggerAction); other actions carry only a type.
+      const action = isObject(m.action) && typeof m.action.type === 'string'
+        ? typeof m.action.queue === 'string' ? { type: m.action.type, queue: m.action.queue } : { type: m.action.type }
+        : undefined;
       return {
         kind: 'message',
         message: withOptional(

@@ -47,8 +47,8 @@ export interface InvokeFunctionMessage {
   data: unknown;
   traceparent?: string;
   baggage?: string;
-  /** `{type: 'void'}`: fire and forget. */
-  action?: { type: string };
+  /** `{type: 'void'}`: fire and forget; `{type: 'enqueue', queue}`: through the queue (docs/protocol.md#enqueue). */
+  action?: { type: string; queue?: string };
   metadata?: unknown;
 }
 

@@ -5,6 +5,7 @@ import { encodeInvocationResult } from '../protocol/encode.js';
 import type { InvokeFunctionMessage } from '../protocol/messages.js';
 import type { EngineCaller, EngineFunctions } from './engine-functions.js';
 import { callReply } from './worker-call-reply.js';
+import { enqueueCall } from './worker-enqueue.js';
 import type { WorkerSession } from './worker-session.js';
 
 /** What the calls a worker makes need of the engine (a part of WorkerConnectionDeps). */
@@ -55,10 +56,28 @@ export class WorkerCalls {
     if (middlewareId !== undefined && !message.function_id.startsWith('engine::')) {
       // iii's listener middleware: it gets the call instead, and decides whether to make it.
       const middlewareInput = { function_id: message.function_id, payload: message.data, action: message.action ?? null, context: session.auth.context };
-      this.callThrough({ ...message, function_id: middlewareId, data: middlewareInput }, invocationId, message.function_id);
+      const middlewareCall: InvokeFunctionMessage = { ...message, function_id: middlewareId, data: middlewareInput };
+      // The middleware is called, not enqueued: the action is its input's business (iii's order).
+      if (message.action?.type === 'enqueue') delete middlewareCall.action;
+      this.callThrough(middlewareCall, invocationId, message.function_id);
+      return;
+    }
+    if (message.action?.type === 'enqueue') {
+      this.enqueue(message, invocationId);
       return;
     }
     this.callThrough(message, invocationId, message.function_id);
+  }
+
+  /** `action: {type: "enqueue"}`: handed to the queue's provider, never run inline (worker-enqueue.ts). */
+  private enqueue(message: InvokeFunctionMessage, invocationId: string | undefined): void {
+    const deps = { invoker: this.deps.invoker, engineFunctions: this.deps.engineFunctions, timeoutMs: this.deps.workerCallTimeoutMs };
+    void enqueueCall(message, this.source, deps)
+      .then((reply) => {
+        if (invocationId !== undefined) this.source.send(encodeInvocationResult(invocationId, message.function_id, reply));
+        else if (!reply.ok) this.logger.warn({ functionId: message.function_id, reason: reply.error.message }, 'enqueue without a reply failed');
+      })
+      .catch((err: unknown) => this.logger.error({ err }, 'enqueue failed'));
   }
 
   /** Makes a worker's call; the answer names `replyId` (the function the worker asked for). */

@@ -186,6 +186,10 @@ describe('decodeFrame: invokefunction', () => {
     expect(message({ type: 'invokefunction', function_id: 'f', data: 1, action: { type: 'void', x: 1 } })).toStrictEqual(
       { type: 'invokefunction', function_id: 'f', data: 1, action: { type: 'void' } },
     );
+    // iii's TriggerAction::Enqueue names its queue.
+    expect(message({ type: 'invokefunction', function_id: 'f', data: 1, action: { type: 'enqueue', queue: 'jobs', x: 1 } })).toStrictEqual(
+      { type: 'invokefunction', function_id: 'f', data: 1, action: { type: 'enqueue', queue: 'jobs' } },
+    );
     for (const action of ['void', { kind: 'void' }, { type: 1 }, null, [{ type: 'void' }]]) {
       expect(message({ type: 'invokefunction', function_id: 'f', data: 1, action })).toStrictEqual({
         type: 'invokefunction',
