@@ -174,6 +174,8 @@ interface ReadyChild {
   pid?: number;
   peerId?: string;
   ready?: boolean;
+  /** Its view of the cluster is in sync (false while Redis is down; readiness stays 200 then). */
+  busSynced?: boolean;
 }
 
 /** The child at `index` as /readyz lists it, checked against the primary's children in /proc. */
@@ -213,7 +215,7 @@ export interface ExpectedReplica {
 }
 
 /**
- * The peers (engine children) alive on a node: /readyz is 200 and lists `processes` ready children,
+ * The peers (engine children) alive on a node: /readyz is 200 and lists `processes` ready children in sync,
  * each of them a live child of the node's primary in /proc. A child that was just killed fails this
  * until the primary has respawned it and the new child is ready. Returns a problem or the peer ids.
  */
@@ -228,6 +230,7 @@ export async function livePeers(node: Node, processes: number): Promise<string |
   for (const child of children) {
     if (child.pid === undefined || !running.includes(child.pid)) return `node ${node.name}: child ${child.index} (pid ${child.pid ?? '?'}) is not running`;
     if (child.ready !== true || child.peerId === undefined) return `node ${node.name}: child ${child.index} not ready`;
+    if (child.busSynced === false) return `node ${node.name}: child ${child.index} bus not in sync`;
     peers.push(child.peerId);
   }
   return peers;

@@ -33,6 +33,7 @@ import { logFunctions } from './engine-functions/log.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
 import type { OtlpRelay } from './observability/otlp-relay.js';
 import { workerTelemetryRelay } from './observability/otlp-relay.js';
+import { clusterWorkerCount, routeWorkerCounts } from './observability/cluster-census.js';
 import type { Tracing } from './observability/tracing.js';
 import { createTracing } from './observability/tracing.js';
 
@@ -134,6 +135,9 @@ export class Engine {
       inFlight: () => this.pipeline.activeRequests,
       openChannels: () => this.channels.size,
       telemetrySockets: () => this.workerServer.telemetrySockets,
+      clusterWorkers: () => clusterWorkerCount(this.table.snapshotsHeld()),
+      routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),
+      busSynced: () => this.busSynced(),
     });
     this.tracing = createTracing(config.observability, logger.child({ module: 'tracing' }), this.metrics);
     this.relay = workerTelemetryRelay(config.observability, logger.child({ module: 'telemetry' }), this.metrics);
@@ -240,9 +244,17 @@ export class Engine {
     return workersView(this.table.snapshotsHeld(), { ownerId: this.hub.ownerId, nodeId: this.membership?.endpoint?.nodeId });
   }
 
-  /** Listening, and (in a cluster) holding an in-sync view of every peer. */
+  /**
+   * Started (listening, the cluster's table loaded once) and not closing: this process can serve its
+   * routes. A bus that loses Redis later does not change it (docs/operations.md#readiness).
+   */
   ready(): boolean {
-    return this.phase === 'running' && (this.membership?.synced ?? true);
+    return this.phase === 'running';
+  }
+
+  /** This process's view of the cluster is complete: false during a Redis outage, when the last known table serves. */
+  busSynced(): boolean {
+    return this.membership?.synced ?? true;
   }
 
   async start(): Promise<EnginePorts> {

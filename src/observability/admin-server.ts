@@ -10,6 +10,8 @@ export interface AdminProbes {
   ready(): boolean;
   /** Extra facts for the readiness body. */
   status(): Record<string, unknown>;
+  /** Detail for the liveness body (always 200): what is degraded, e.g. the bus during a Redis outage. */
+  health?: () => Record<string, unknown>;
   /** GET /routes: the route table with owners. */
   routes?: () => Promise<unknown>;
   /** GET /workers: connected workers with their functions. */
@@ -37,7 +39,7 @@ export class AdminServer {
     this.server = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];
       if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method not allowed' });
-      if (path === '/healthz') return json(res, 200, { status: 'ok' });
+      if (path === '/healthz') return json(res, 200, { status: 'ok', ...probes.health?.() });
       if (path === '/readyz') {
         const ready = probes.ready();
         return json(res, ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', ...probes.status() });

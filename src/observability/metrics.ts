@@ -20,6 +20,12 @@ export interface MetricSources {
   inFlight(): number;
   openChannels(): number;
   telemetrySockets(): number;
+  /** Workers connected anywhere in the cluster (cluster-census.ts). */
+  clusterWorkers(): number;
+  /** Workers serving each route's function, cluster-wide. */
+  routeWorkers(): readonly { method: string; route: string; workers: number }[];
+  /** This process's view of the cluster is in sync (false during a Redis outage). */
+  busSynced(): boolean;
 }
 
 /** How a streamed HTTP response ended (docs/streaming.md). */
@@ -75,6 +81,21 @@ export class EngineMetrics {
     });
     new Gauge({ name: 'switchyard_http_requests_in_flight', help: 'Requests admitted and not yet finished', registers, collect() { this.set(sources.inFlight()); } });
     new Gauge({ name: 'switchyard_workers_connected', help: 'Worker WebSockets connected', registers, collect() { this.set(sources.connectedWorkers()); } });
+    // Cluster-wide counts: every process holds the whole table, so the primary takes the max, and a
+    // Prometheus rule takes the max over the nodes (deploy/prometheus/alerts.yml).
+    new Gauge({ name: 'switchyard_cluster_workers', help: 'Workers connected anywhere in the cluster, as this node\'s table sees them', aggregator: 'max', registers, collect() { this.set(sources.clusterWorkers()); } });
+    new Gauge({
+      name: 'switchyard_route_workers',
+      help: 'Workers anywhere in the cluster serving each route (0 while its last worker\'s reconnect grace runs)',
+      labelNames: ['method', 'route'],
+      aggregator: 'max',
+      registers,
+      collect() {
+        this.reset();
+        for (const { method, route, workers } of sources.routeWorkers()) this.set({ method, route }, workers);
+      },
+    });
+    new Gauge({ name: 'switchyard_bus_in_sync', help: '1 while every process\'s view of the cluster is in sync; 0 during a Redis outage (routes keep serving)', aggregator: 'min', registers, collect() { this.set(sources.busSynced() ? 1 : 0); } });
     new Gauge({ name: 'switchyard_functions_registered', help: 'Functions registered by workers connected to this node', registers, collect() { this.set(sources.localFunctions()); } });
     new Gauge({ name: 'switchyard_routes', help: 'Routes in the (cluster-wide) route table', aggregator: 'max', registers, collect() { this.set(sources.routes()); } });
     new Gauge({ name: 'switchyard_table_version', help: 'Builds of the route table so far (grows on every change)', aggregator: 'max', registers, collect() { this.set(sources.tableVersion()); } });

@@ -176,17 +176,18 @@ export class ChildEngine {
     return this.closing;
   }
 
-  /** Sent on change only: readiness, connected workers, routes in the table. */
+  /** Sent on change only: readiness, bus sync, connected workers, routes in the table. */
   private report(): void {
     const engine = this.engine;
     if (this.ports === undefined || this.stopped || engine === undefined) return;
     const ready = engine.ready();
+    const busSynced = engine.busSynced();
     const workers = engine.hub.size;
     const routes = engine.table.current().router.size;
-    const key = `${String(ready)}/${workers}/${routes}`;
+    const key = `${String(ready)}/${String(busSynced)}/${workers}/${routes}`;
     if (key === this.lastReport) return;
     this.lastReport = key;
-    const status: ChildStatusMessage = { sy: 'status', index: this.bootstrap.index, peerId: this.identity.peerId, ready, ports: this.ports, workers, routes };
+    const status: ChildStatusMessage = { sy: 'status', index: this.bootstrap.index, peerId: this.identity.peerId, ready, busSynced, ports: this.ports, workers, routes };
     this.options.channel.send(status);
   }
 }

@@ -6,8 +6,10 @@ export interface ChildStatusMessage {
   sy: 'status';
   index: number;
   peerId: string;
-  /** Listening and holding an in-sync view of the cluster. */
+  /** Started and not closing: able to serve its routes. */
   ready: boolean;
+  /** Its view of the cluster is in sync (false during a Redis outage; readiness does not depend on it). */
+  busSynced: boolean;
   ports: EnginePorts;
   /** Workers connected to this child. */
   workers: number;

@@ -12,6 +12,8 @@ import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from 
 import type { IpcChannel } from '../bus/ipc-channel.js';
 import { IpcRelay } from '../bus/ipc-relay.js';
 import { defaultNodeId } from '../cluster/peer-id.js';
+import type { BusState } from './node-health.js';
+import { busState, nodeReady } from './node-health.js';
 
 const RESTART_BASE_MS = 100;
 const RESTART_MAX_MS = 5000;
@@ -67,6 +69,7 @@ export class Primary {
   private readonly bootstrap: Omit<ChildBootstrap, 'index'>;
   private shuttingDown = false;
   private announced = false;
+  private lastBusState: BusState = 'in_sync';
   private adminPort: number | undefined;
   private readonly metrics = new ClusterMetrics();
   private nextQueryId = 1;
@@ -86,6 +89,7 @@ export class Primary {
       {
         ready: () => this.ready(),
         status: () => this.status(),
+        health: () => this.health(),
         routes: () => this.query('routes'),
         workers: () => this.query('workers'),
         metrics: () => this.metrics.render(),
@@ -94,9 +98,24 @@ export class Primary {
     );
   }
 
-  /** Every child listens and holds an in-sync table, and we are not draining. */
+  /** This node can serve its routes (node-health.ts: what fails it, and what does not). */
   ready(): boolean {
-    return !this.shuttingDown && this.slots.length > 0 && this.slots.every((slot) => slot.status?.ready === true);
+    return nodeReady({ draining: this.shuttingDown, started: this.announced, children: this.slots.map((slot) => slot.status) });
+  }
+
+  /** /healthz detail: liveness stays 200, this says what is degraded. */
+  private health(): Record<string, unknown> {
+    const statuses = this.slots.map((slot) => slot.status);
+    return {
+      ready: this.ready(),
+      mode: this.mode(),
+      bus: busState(statuses),
+      children: { ready: statuses.filter((status) => status?.ready === true).length, total: this.slots.length },
+    };
+  }
+
+  private mode(): 'embedded' | 'redis' {
+    return this.options.config.cluster.redisUrl === undefined ? 'embedded' : 'redis';
   }
 
   private status(): Record<string, unknown> {
@@ -106,11 +125,14 @@ export class Primary {
       connectedWorkers: this.slots.reduce((sum, slot) => sum + (slot.status?.workers ?? 0), 0),
       routes: Math.max(0, ...this.slots.map((slot) => slot.status?.routes ?? 0)),
       nodeId: this.bootstrap.nodeId,
+      mode: this.mode(),
+      bus: busState(this.slots.map((slot) => slot.status)),
       children: this.slots.map((slot) => ({
         index: slot.index,
         pid: slot.worker?.process.pid,
         peerId: slot.status?.peerId,
         ready: slot.status?.ready ?? false,
+        busSynced: slot.status?.busSynced ?? false,
         workers: slot.status?.workers ?? 0,
       })),
     };
@@ -149,6 +171,11 @@ export class Primary {
     const readinessChanged = slot.status?.ready !== status.ready;
     slot.status = status;
     if (readinessChanged) this.options.logger.info({ index: slot.index, peerId: status.peerId, ready: status.ready }, 'child readiness');
+    const bus = busState(this.slots.map((s) => s.status));
+    if (bus !== this.lastBusState) {
+      this.lastBusState = bus;
+      this.logBusState(bus);
+    }
     if (!this.announced && this.ready()) {
       this.announced = true;
       const ports: EnginePorts = status.ports;
@@ -164,6 +191,15 @@ export class Primary {
         },
         'switchyard ready',
       );
+    }
+  }
+
+  /** One line per node when its view of the cluster is lost or back (the children log each connection). */
+  private logBusState(bus: BusState): void {
+    if (bus === 'out_of_sync') {
+      this.options.logger.warn({ bus }, 'cluster bus out of sync (Redis unreachable): serving the last known table; readiness unaffected');
+    } else {
+      this.options.logger.info({ bus }, 'cluster bus in sync again');
     }
   }
 

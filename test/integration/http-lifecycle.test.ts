@@ -38,7 +38,7 @@ describe('workers and routes at runtime', () => {
   it('answers /healthz and /readyz with 200 on the admin port', async () => {
     const health = await http(`${engine.adminUrl}/healthz`);
     expect(health.status).toBe(200);
-    expect(health.json()).toEqual({ status: 'ok' });
+    expect(health.json()).toEqual({ status: 'ok', ready: true, mode: 'embedded', bus: 'in_sync', children: { ready: 1, total: 1 } });
     // The primary aggregates child status reported every 250 ms: wait for it with a deadline.
     const deadline = Date.now() + 5000;
     let ready = await http(`${engine.adminUrl}/readyz`);

@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,13 +7,11 @@ import type { ManagedProcess } from './processes.js';
 import { spawnManaged, stopProcess } from './processes.js';
 import { freePort } from './redis.js';
 
-/** The `prometheus` binary: found on PATH, or installed from Debian's package (as CI installs redis-server). */
-export function ensurePrometheus(): string {
+/** The `prometheus` binary on PATH. Tests install nothing: scripts/prerequisites.sh does (README, Quick start). */
+export function prometheusBinary(): string {
   const found = spawnSync('sh', ['-c', 'command -v prometheus'], { encoding: 'utf8' }).stdout.trim();
-  if (found !== '') return found;
-  if (process.getuid?.() !== 0) throw new Error('prometheus is not installed and this user cannot install it: apt-get install -y prometheus');
-  execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus'], { stdio: 'ignore', timeout: 300_000 });
-  return spawnSync('sh', ['-c', 'command -v prometheus'], { encoding: 'utf8' }).stdout.trim();
+  if (found === '') throw new Error('prometheus is not installed: run scripts/prerequisites.sh (README, Quick start)');
+  return found;
 }
 
 export interface PrometheusHandle {
@@ -26,7 +24,7 @@ export interface PrometheusHandle {
 
 /** A real Prometheus on a free loopback port, scraping `target` (host:port) every second. */
 export async function startPrometheus(target: string, ruleFiles: string[] = []): Promise<PrometheusHandle> {
-  const binary = ensurePrometheus();
+  const binary = prometheusBinary();
   const dir = await mkdtemp(join(tmpdir(), 'switchyard-prom-'));
   const port = await freePort();
   const config = [

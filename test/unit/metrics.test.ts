@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EngineMetrics } from '../../src/observability/metrics.js';
 
-const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, telemetrySockets: () => 0 };
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
 
 /** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
 async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
@@ -68,5 +68,25 @@ describe('EngineMetrics.errorReply', () => {
     expect(lines).toContain('switchyard_http_errors_total{code="TIMEOUT"} 2');
     expect(lines).toContain('switchyard_http_errors_total{code="other"} 51');
     expect(lines).toHaveLength(101);
+  });
+});
+
+describe('cluster-wide gauges', () => {
+  it('exports the cluster worker count, workers per route and the bus state', async () => {
+    let synced = true;
+    const metrics = new EngineMetrics({
+      ...sources,
+      clusterWorkers: () => 2,
+      routeWorkers: () => [{ method: 'GET', route: '/a/:id', workers: 2 }, { method: 'POST', route: '/b', workers: 0 }],
+      busSynced: () => synced,
+    });
+    let text = await metrics.registry.metrics();
+    expect(text).toContain('switchyard_cluster_workers 2');
+    expect(text).toContain('switchyard_route_workers{method="GET",route="/a/:id"} 2');
+    expect(text).toContain('switchyard_route_workers{method="POST",route="/b"} 0');
+    expect(text).toContain('switchyard_bus_in_sync 1');
+    synced = false;
+    text = await metrics.registry.metrics();
+    expect(text).toContain('switchyard_bus_in_sync 0');
   });
 });
