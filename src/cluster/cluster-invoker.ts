@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ForwardResult } from '../forwarding/forward-client.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import { RoundRobin } from '../invocation/round-robin.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import type { RouteTable } from '../routing/route-table.js';
 import type { PeerPool } from './peer-pool.js';
@@ -11,12 +12,13 @@ export type PeerCalls = Pick<PeerPool, 'invoke' | 'fire'>;
 
 /**
  * The invoker of a cluster child: a worker on this process is called directly; otherwise the call is
- * forwarded to a peer that owns the function. Remote owners are balanced round-robin. A forward that
- * never reached a worker (peer unreachable, worker just left it) is tried on the next owner; once a
- * call was dispatched it is never retried, because the worker may have run it.
+ * forwarded to a peer that owns the function. Remote owners are balanced round-robin, a turn per
+ * function (invocation/round-robin.ts). A forward that never reached a worker (peer unreachable,
+ * worker just left it) is tried on the next owner; once a call was dispatched it is never retried,
+ * because the worker may have run it.
  */
 export class ClusterInvoker implements Invoker {
-  private turn = 0;
+  private readonly replicas = new RoundRobin();
 
   constructor(
     private readonly local: Invoker,
@@ -39,7 +41,7 @@ export class ClusterInvoker implements Invoker {
   fire(functionId: string, data: unknown): boolean {
     if (this.local.has(functionId)) return this.local.fire(functionId, data);
     const owners = this.remoteOwners(functionId);
-    const owner = owners[this.turn++ % Math.max(owners.length, 1)];
+    const owner = this.replicas.pick(functionId, owners);
     if (owner === undefined) return false;
     return this.peers.fire(owner, functionId, data);
   }
@@ -60,7 +62,7 @@ export class ClusterInvoker implements Invoker {
     options: InvokeOptions,
     owners: readonly string[],
   ): Promise<InvocationOutcome> {
-    const start = this.turn++;
+    const start = this.replicas.start(functionId, owners.length);
     let lastReason = 'no owner reachable';
     for (let i = 0; i < owners.length; i++) {
       const owner = owners[(start + i) % owners.length] as string;

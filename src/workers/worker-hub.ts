@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
+import { RoundRobin } from '../invocation/round-robin.js';
 import type {
   CustomTriggerRecord,
   DepartedWorker,
@@ -43,11 +44,6 @@ export interface HubMember {
   retire(): void;
 }
 
-interface Owners<C> {
-  connections: C[];
-  next: number;
-}
-
 /**
  * The workers connected to this process and what they registered: the local side of the table.
  * It answers "which local socket serves function X" for the invoker and builds this owner's snapshot
@@ -55,7 +51,9 @@ interface Owners<C> {
  */
 export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSource {
   private readonly connections = new Map<string, C>();
-  private readonly owners = new Map<string, Owners<C>>();
+  /** function id → the local connections serving it, in registration order. */
+  private readonly owners = new Map<string, C[]>();
+  private readonly replicas = new RoundRobin();
   private version = 0;
   private cached: OwnerSnapshot | undefined;
   private seq = 0;
@@ -150,10 +148,10 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
   functionAdded(connection: C, functionId: string): void {
     let owners = this.owners.get(functionId);
     if (owners === undefined) {
-      owners = { connections: [], next: 0 };
+      owners = [];
       this.owners.set(functionId, owners);
     }
-    if (!owners.connections.includes(connection)) owners.connections.push(connection);
+    if (!owners.includes(connection)) owners.push(connection);
     this.changed();
   }
 
@@ -172,19 +170,14 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
   }
 
   /**
-   * A local connection serving the function, balanced round-robin over replicas. A socket that is
-   * already closing (its close frame arrived, cleanup not run yet) is passed over for an open one.
+   * A local connection serving the function, balanced round-robin over its replicas (a turn per
+   * function). A socket that is already closing (its close frame arrived, cleanup not run yet) is
+   * passed over for an open one.
    */
   pickOwner(functionId: string): C | undefined {
     const owners = this.owners.get(functionId);
     if (owners === undefined) return undefined;
-    const list = owners.connections;
-    if (list.length === 1) return list[0];
-    for (let tries = 0; tries < list.length; tries++) {
-      const candidate = list[owners.next++ % list.length];
-      if (candidate?.isOpen === true) return candidate;
-    }
-    return list[owners.next % list.length];
+    return this.replicas.pick(functionId, owners, (candidate) => candidate.isOpen);
   }
 
   has(functionId: string): boolean {
@@ -216,9 +209,12 @@ export class WorkerHub<C extends HubMember = HubMember> implements SnapshotSourc
   private unindex(functionId: string, connection: C): void {
     const owners = this.owners.get(functionId);
     if (owners === undefined) return;
-    const index = owners.connections.indexOf(connection);
-    if (index >= 0) owners.connections.splice(index, 1);
-    if (owners.connections.length === 0) this.owners.delete(functionId);
+    const index = owners.indexOf(connection);
+    if (index >= 0) owners.splice(index, 1);
+    if (owners.length === 0) {
+      this.owners.delete(functionId);
+      this.replicas.forget(functionId);
+    }
   }
 
   private changed(): void {

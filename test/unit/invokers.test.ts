@@ -155,6 +155,22 @@ describe('ClusterInvoker', () => {
     expect(opts.trace.forwarded).toBe(true);
   });
 
+  it('keeps a turn per function: interleaved functions each spread over both owners', async () => {
+    const pool = peers();
+    const invoker = new ClusterInvoker(new LocalInvoker(hubWith()), tableWith([['peer-b', ['mw', 'handler']], ['peer-c', ['mw', 'handler']]]), pool, 'self', logger);
+    for (let i = 0; i < 4; i++) {
+      await invoker.invoke('mw', {}, options());
+      await invoker.invoke('handler', {}, options());
+    }
+    for (let i = 0; i < 4; i++) {
+      invoker.fire('mw', {});
+      invoker.fire('handler', {});
+    }
+    const count = (entry: string): number => pool.log.filter((e) => e === entry).length;
+    expect([count('peer-b:mw'), count('peer-c:mw'), count('peer-b:handler'), count('peer-c:handler')]).toEqual([2, 2, 2, 2]);
+    expect([count('fire peer-b:mw'), count('fire peer-c:mw'), count('fire peer-b:handler'), count('fire peer-c:handler')]).toEqual([2, 2, 2, 2]);
+  });
+
   it('tries the next owner when a forward never reached a worker, and reports the last reason when none could', async () => {
     const pool = peers(new Set(['peer-b']));
     const invoker = new ClusterInvoker(new LocalInvoker(hubWith()), tableWith([['peer-b', ['f']], ['peer-c', ['f']]]), pool, 'self', logger);

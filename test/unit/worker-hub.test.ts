@@ -75,6 +75,17 @@ describe('WorkerHub: departed workers', () => {
   });
 });
 
+describe('WorkerHub.pickOwner', () => {
+  it('keeps a turn per function: interleaved functions each spread over both workers', () => {
+    const hub = new WorkerHub('p1', 0);
+    connect(hub, fakeConnection('w1', ['mw', 'handler']));
+    connect(hub, fakeConnection('w2', ['mw', 'handler']));
+    const picks: string[] = [];
+    for (let i = 0; i < 4; i++) for (const fn of ['mw', 'handler']) picks.push(`${fn}@${hub.pickOwner(fn)?.id}`);
+    expect(picks.sort()).toEqual(['handler@w1', 'handler@w1', 'handler@w2', 'handler@w2', 'mw@w1', 'mw@w1', 'mw@w2', 'mw@w2']);
+  });
+});
+
 describe('WorkerHub.retire', () => {
   it('retires a connection only with its own reattach token', () => {
     const hub = new WorkerHub('p1', 0);
