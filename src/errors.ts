@@ -60,6 +60,18 @@ export const WIRE_ERRORS = {
   too_many_calls: 'The worker has max_calls_in_flight calls in flight already',
   // TriggerAction.Enqueue (docs/protocol.md#enqueue), iii's code.
   enqueue_error: 'An enqueued call could not be handed to engine::queue::enqueue (no provider, or the provider failed)',
+  // The built-in queue's functions (docs/queue.md), iii's codes.
+  topic_not_set: 'iii::durable::publish was called without a topic',
+  queue_not_set: 'A dead-letter function was called without a queue',
+  message_id_not_set: 'A dead-letter function was called without a message_id',
+  topic_required: 'engine::queue::topic_stats or dlq_messages was called without a topic',
+  redrive_failed: "The queue's store failed while redriving its dead letters",
+  redrive_message_failed: "The queue's store failed while redriving one dead letter",
+  discard_message_failed: "The queue's store failed while discarding one dead letter",
+  list_topics_failed: "The queue's store failed while listing queues and topics",
+  topic_stats_failed: "The queue's store failed while reading a queue's numbers",
+  dlq_topics_failed: "The queue's store failed while counting dead letters",
+  dlq_messages_failed: "The queue's store failed while reading dead letters",
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

@@ -1,0 +1,141 @@
+import type { IpcChannel } from '../../bus/ipc-channel.js';
+import type { LeaseStore } from './lease-store.js';
+import type { DeadLetterView, LaneSettings, LaneStats, QueueJob } from './queue-job.js';
+
+/**
+ * The child's end of the embedded queue store, which the primary holds (embedded-queue-host.ts):
+ * every LeaseStore call is one IPC request, tagged `sy: "queue"` on the channel the bus shares.
+ */
+
+export const QUEUE_OPS = ['enqueue', 'claim', 'ack', 'fail', 'renew', 'deadLetters', 'redrive', 'redriveOne', 'discard', 'stats', 'lanes'] as const;
+export type QueueOp = (typeof QUEUE_OPS)[number];
+
+export interface QueueRequestMessage {
+  sy: 'queue';
+  id: number;
+  op: QueueOp;
+  args: unknown[];
+}
+
+export interface QueueReplyMessage {
+  sy: 'queue-reply';
+  id: number;
+  ok: boolean;
+  value?: unknown;
+  message?: string;
+}
+
+function isObject(message: unknown): message is Record<string, unknown> {
+  return typeof message === 'object' && message !== null;
+}
+
+export function isQueueRequest(message: unknown): message is QueueRequestMessage {
+  return isObject(message) && message.sy === 'queue' && typeof message.id === 'number' && QUEUE_OPS.includes(message.op as QueueOp) && Array.isArray(message.args);
+}
+
+function isQueueReply(message: unknown): message is QueueReplyMessage {
+  return isObject(message) && message.sy === 'queue-reply' && typeof message.id === 'number';
+}
+
+/** A request the primary has not answered within this fails (the consumer retries; leases cover the rest). */
+const REQUEST_TIMEOUT_MS = 5_000;
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class IpcQueueStore implements LeaseStore {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly unsubscribe: () => void;
+  private closed = false;
+
+  constructor(private readonly channel: IpcChannel) {
+    this.unsubscribe = channel.onMessage((message) => {
+      if (isQueueReply(message)) this.settle(message);
+    });
+  }
+
+  private request<T>(op: QueueOp, args: unknown[]): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('the queue store link is closed'));
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`the primary did not answer queue ${op} within ${REQUEST_TIMEOUT_MS} ms`));
+      }, REQUEST_TIMEOUT_MS);
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
+      const message: QueueRequestMessage = { sy: 'queue', id, op, args };
+      this.channel.send(message);
+    });
+  }
+
+  private settle(reply: QueueReplyMessage): void {
+    const pending = this.pending.get(reply.id);
+    if (pending === undefined) return;
+    this.pending.delete(reply.id);
+    clearTimeout(pending.timer);
+    if (reply.ok) pending.resolve(reply.value);
+    else pending.reject(new Error(reply.message ?? 'queue request failed'));
+  }
+
+  enqueue(job: QueueJob): Promise<void> {
+    return this.request('enqueue', [job]);
+  }
+
+  claim(lane: LaneSettings, max: number, leaseMs: number): Promise<QueueJob[]> {
+    return this.request('claim', [lane, max, leaseMs]);
+  }
+
+  ack(lane: string, id: string): Promise<boolean> {
+    return this.request('ack', [lane, id]);
+  }
+
+  fail(lane: string, id: string, error: string): Promise<'retry' | 'dead' | 'lost'> {
+    return this.request('fail', [lane, id, error]);
+  }
+
+  renew(lane: string, ids: readonly string[], leaseMs: number): Promise<void> {
+    return this.request('renew', [lane, ids, leaseMs]);
+  }
+
+  deadLetters(lane: string, offset: number, limit: number): Promise<DeadLetterView[]> {
+    return this.request('deadLetters', [lane, offset, limit]);
+  }
+
+  redrive(lane: string): Promise<number> {
+    return this.request('redrive', [lane]);
+  }
+
+  redriveOne(lane: string, id: string): Promise<boolean> {
+    return this.request('redriveOne', [lane, id]);
+  }
+
+  discard(lane: string, id: string): Promise<boolean> {
+    return this.request('discard', [lane, id]);
+  }
+
+  stats(lane: string): Promise<LaneStats> {
+    return this.request('stats', [lane]);
+  }
+
+  lanes(): Promise<string[]> {
+    return this.request('lanes', []);
+  }
+
+  /** Fails what is in flight and stops listening. Idempotent. */
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      this.unsubscribe();
+      for (const [id, pending] of this.pending) {
+        clearTimeout(pending.timer);
+        pending.reject(new Error('the queue store link closed'));
+        this.pending.delete(id);
+      }
+    }
+    return Promise.resolve();
+  }
+}
