@@ -113,6 +113,7 @@ function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord |
     ...(isText(v.principal) ? { principal: v.principal } : {}),
     registeredAt: v.registeredAt,
     seq: v.seq,
+    ...(isObject(v.metadata) ? { metadata: v.metadata } : {}),
   };
 }
 

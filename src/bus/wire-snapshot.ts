@@ -42,6 +42,7 @@ interface WireTriggerBase {
   principal?: string;
   registeredAt: number;
   seq: number;
+  metadata?: Record<string, unknown>;
 }
 
 export type WireTrigger =
@@ -128,6 +129,7 @@ function wireTrigger(trigger: TriggerRecord): WireTrigger {
     principal: trigger.principal,
     registeredAt: trigger.registeredAt,
     seq: trigger.seq,
+    metadata: trigger.metadata,
   });
   if (trigger.type === 'http') {
     const { apiPath, httpMethod, conditionFunctionId, middlewareFunctionIds } = trigger.http;

@@ -38,12 +38,12 @@ export class ClusterInvoker implements Invoker {
     return this.forward(functionId, data, options, owners);
   }
 
-  fire(functionId: string, data: unknown): boolean {
-    if (this.local.has(functionId)) return this.local.fire(functionId, data);
+  fire(functionId: string, data: unknown, metadata?: unknown): boolean {
+    if (this.local.has(functionId)) return this.local.fire(functionId, data, metadata);
     const owners = this.remoteOwners(functionId);
     const owner = this.replicas.pick(functionId, owners);
     if (owner === undefined) return false;
-    return this.peers.fire(owner, functionId, data);
+    return this.peers.fire(owner, functionId, data, metadata);
   }
 
   has(functionId: string): boolean {

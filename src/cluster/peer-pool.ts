@@ -47,10 +47,10 @@ export class PeerPool {
     return client.invoke(functionId, data, options);
   }
 
-  fire(peerId: string, functionId: string, data: unknown): boolean {
+  fire(peerId: string, functionId: string, data: unknown, metadata?: unknown): boolean {
     const client = this.client(peerId);
     if (client === undefined) return false;
-    client.fire(functionId, data);
+    client.fire(functionId, data, metadata);
     return true;
   }
 

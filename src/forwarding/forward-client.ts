@@ -46,6 +46,7 @@ interface PendingCall {
   requestId: string | undefined;
   traceparent: string | undefined;
   baggage: string | undefined;
+  metadata: unknown;
   resolve: (result: ForwardResult) => void;
   timer: NodeJS.Timeout;
   /** The connection it was written to; null while it waits for one. */
@@ -55,6 +56,7 @@ interface PendingCall {
 interface WaitingFire {
   functionId: string;
   data: unknown;
+  metadata: unknown;
 }
 
 const notDispatched = (reason: string): ForwardResult => ({ dispatched: false, reason });
@@ -117,7 +119,7 @@ export class ForwardClient {
     return this.pending.size;
   }
 
-  invoke(functionId: string, data: unknown, options: { deadline: number; requestId?: string; traceparent?: string; baggage?: string }): Promise<ForwardResult> {
+  invoke(functionId: string, data: unknown, options: { deadline: number; requestId?: string; traceparent?: string; baggage?: string; metadata?: unknown }): Promise<ForwardResult> {
     if (this.closed) return Promise.resolve(notDispatched('forward client is closed'));
     const remainingMs = Math.min(options.deadline - performance.now(), MAX_WAIT_MS);
     // Written so that a NaN deadline counts as passed rather than reaching the wire.
@@ -136,6 +138,7 @@ export class ForwardClient {
         requestId: options.requestId,
         traceparent: options.traceparent,
         baggage: options.baggage,
+        metadata: options.metadata,
         resolve,
         timer,
         connection: null,
@@ -149,12 +152,12 @@ export class ForwardClient {
   }
 
   /** Fire and forget: no answer, no deadline; dropped (logged at debug) if the peer is unreachable. */
-  fire(functionId: string, data: unknown): void {
+  fire(functionId: string, data: unknown, metadata?: unknown): void {
     if (this.closed) return;
     const connection = this.usableConnection();
     if (typeof connection === 'string') this.logger.debug({ functionId, reason: connection }, 'void call dropped');
-    else if (connection.state === 'ready') this.writeFire(connection, { functionId, data });
-    else this.waiting.push({ functionId, data });
+    else if (connection.state === 'ready') this.writeFire(connection, { functionId, data, metadata });
+    else this.waiting.push({ functionId, data, metadata });
   }
 
   close(): Promise<void> {
@@ -262,6 +265,7 @@ export class ForwardClient {
         isVoid: false,
         traceparent: call.traceparent,
         baggage: call.baggage,
+        metadata: call.metadata,
       };
       frame = encodeCall(message, this.maxFrameBytes);
     } catch (err) {
@@ -275,7 +279,7 @@ export class ForwardClient {
 
   private writeFire(connection: ForwardConnection, fire: WaitingFire): void {
     try {
-      const message = { id: 0, functionId: fire.functionId, data: fire.data, remainingMs: 0, requestId: undefined, isVoid: true };
+      const message = { id: 0, functionId: fire.functionId, data: fire.data, remainingMs: 0, requestId: undefined, isVoid: true, metadata: fire.metadata };
       connection.write(encodeCall(message, this.maxFrameBytes));
     } catch (err) {
       this.logger.warn({ err, functionId: fire.functionId }, 'void call cannot be forwarded');

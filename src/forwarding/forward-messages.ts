@@ -13,8 +13,9 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   server → client  [1 helloOk, version]                               or
  *   server → client  [2 reject, reason]                                 then the server closes
  *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid,
- *                     traceparent|null, baggage|null]      (the last two appended in 1: older
- *                     peers send six fields and ignore the extra two)
+ *                     traceparent|null, baggage|null, metadataJson|null]      (appended in 1:
+ *                     older peers send six fields and ignore the extra ones; metadata is the
+ *                     invocation's `metadata`, iii's, as JSON text)
  *   server → client  [4 resultOk, id, valueJson|null]
  *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
  *   server → client  [6 resultEngineError, id, code, message]
@@ -120,6 +121,8 @@ export interface CallMessage {
   /** W3C trace context the worker's invocation carries (docs/observability.md). */
   traceparent?: string | undefined;
   baggage?: string | undefined;
+  /** The invocation's `metadata` (a trigger's, or the caller's), handed to the worker unchanged. */
+  metadata?: unknown;
 }
 
 /** Opens a tunnel to one end of a channel the server holds (in place of a hello). */
@@ -171,9 +174,22 @@ export function encodeReject(reason: string): Buffer {
 
 export function encodeCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: number): Buffer {
   return encodeFrame(
-    call.traceparent === undefined && call.baggage === undefined
+    call.traceparent === undefined && call.baggage === undefined && call.metadata === undefined
       ? [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid]
-      : [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid, call.traceparent ?? null, call.baggage ?? null],
+      : call.metadata === undefined
+        ? [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid, call.traceparent ?? null, call.baggage ?? null]
+        : [
+            KIND.call,
+            call.id,
+            call.functionId,
+            toJson(call.data),
+            call.remainingMs,
+            call.requestId ?? null,
+            call.isVoid,
+            call.traceparent ?? null,
+            call.baggage ?? null,
+            toJson(call.metadata),
+          ],
     maxFrameBytes,
   );
 }
@@ -214,7 +230,7 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       return { kind: 'hello', version, cluster, proof, peerId, nonce: isString(nonce) ? nonce : '', timestampMs: isId(timestampMs) ? timestampMs : 0 };
     }
     case KIND.call: {
-      const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage] = m;
+      const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage, metadata] = m;
       if (
         !isId(id) ||
         !isString(functionId) ||
@@ -232,6 +248,7 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       // version may put something else there).
       if (isString(traceparent)) call.traceparent = traceparent;
       if (isString(baggage)) call.baggage = baggage;
+      if (isString(metadata)) call.metadata = new RawJson(metadata);
       return call;
     }
     case KIND.channelAttach: {

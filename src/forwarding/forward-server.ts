@@ -342,7 +342,7 @@ export class ForwardServer {
       return;
     }
     if (call.isVoid) {
-      if (!invoker.fire(call.functionId, call.data)) {
+      if (!invoker.fire(call.functionId, call.data, call.metadata)) {
         this.logger.debug({ functionId: call.functionId, peerId: connection.peerId }, 'forwarded void call has no local worker');
       }
       return;
@@ -362,6 +362,7 @@ export class ForwardServer {
       ...(call.requestId === undefined ? {} : { requestId: call.requestId }),
       ...(traceparent === undefined ? {} : { traceparent }),
       ...(call.baggage === undefined ? {} : { baggage: call.baggage }),
+      ...(call.metadata === undefined ? {} : { metadata: call.metadata }),
     };
     let result: Promise<InvocationOutcome>;
     try {

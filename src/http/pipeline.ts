@@ -232,7 +232,7 @@ export class HttpPipeline {
       }
     }
 
-    const answer = await this.invokeHandler(state, route.functionId, apiRequest);
+    const answer = await this.invokeHandler(state, route.functionId, apiRequest, route.metadata);
     if (answer.kind === 'streaming') return this.streamed(state, answer.ended);
     if (answer.kind === 'empty') return this.finish(state, { status: answer.status, headers: answer.headers, body: undefined });
     const outcome = answer.outcome;
@@ -243,10 +243,11 @@ export class HttpPipeline {
   }
 
   /** Calls the handler with its request_body and response channels, when this engine has channels. */
-  private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest): Promise<HandlerAnswer> {
+  private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest, metadata: Record<string, unknown> | undefined): Promise<HandlerAnswer> {
     const registry = this.deps.channels;
     const span = state.requestTrace.invocation(functionId, 'handler');
-    const options = spanOptions(span, { deadline: state.deadline, requestId: state.requestId, trace: state.trace });
+    // The trigger's metadata goes to the handler only, not to middleware or the condition (iii's views.rs).
+    const options = spanOptions(span, { deadline: state.deadline, requestId: state.requestId, trace: state.trace, ...(metadata === undefined ? {} : { metadata }) });
     if (registry === undefined) {
       return { kind: 'outcome', outcome: await endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
     }

@@ -49,8 +49,8 @@ export class GraceInvoker implements Invoker {
     return this.waitAndRetry(functionId, data, options, undefined);
   }
 
-  fire(functionId: string, data: unknown): boolean {
-    return this.inner.fire(functionId, data);
+  fire(functionId: string, data: unknown, metadata?: unknown): boolean {
+    return this.inner.fire(functionId, data, metadata);
   }
 
   has(functionId: string): boolean {

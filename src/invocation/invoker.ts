@@ -9,6 +9,8 @@ export interface InvokeOptions {
   requestId?: string;
   traceparent?: string;
   baggage?: string;
+  /** The invocation's `metadata` (iii's `invokefunction.metadata`): a trigger's, or what a caller gave. */
+  metadata?: unknown;
   /** Filled in by the invoker: where the call ran (for the access log and metrics). */
   trace?: InvocationTrace;
 }
@@ -36,7 +38,7 @@ export type InvocationOutcome = { ok: true; value: unknown } | { ok: false; fail
 export interface Invoker {
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome>;
   /** Fire and forget (`action: {type: "void"}`): returns whether a worker was found to send it to. */
-  fire(functionId: string, data: unknown): boolean;
+  fire(functionId: string, data: unknown, metadata?: unknown): boolean;
   /** Whether any connected worker, anywhere the invoker reaches, serves the function. */
   has(functionId: string): boolean;
 }

@@ -9,10 +9,11 @@ export function encodeFrame(message: OutboundMessage): string {
  * The hot-path encoder for an engine→worker invocation: avoids building an intermediate object per
  * request. `dataJson` is the already-serialised payload.
  */
-export function encodeInvocation(invocationId: string, functionId: string, dataJson: string, traceparent?: string, baggage?: string): string {
+export function encodeInvocation(invocationId: string, functionId: string, dataJson: string, traceparent?: string, baggage?: string, metadataJson?: string): string {
   // traceparent is 55 fixed characters of hex and dashes; baggage may hold anything: escaped.
   const trace = (traceparent === undefined ? '' : `,"traceparent":${JSON.stringify(traceparent)}`) + (baggage === undefined ? '' : `,"baggage":${JSON.stringify(baggage)}`);
-  return `{"type":"invokefunction","invocation_id":${JSON.stringify(invocationId)},"function_id":${JSON.stringify(functionId)},"data":${dataJson}${trace}}`;
+  const metadata = metadataJson === undefined ? '' : `,"metadata":${metadataJson}`;
+  return `{"type":"invokefunction","invocation_id":${JSON.stringify(invocationId)},"function_id":${JSON.stringify(functionId)},"data":${dataJson}${trace}${metadata}}`;
 }
 
 export function encodeInvocationResult(

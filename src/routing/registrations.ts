@@ -67,6 +67,8 @@ export type TriggerRecord = TriggerSpec & {
   /** Wall-clock registration time, then `seq`: orders bindings across owners (the oldest holds a route). */
   registeredAt: number;
   seq: number;
+  /** The trigger's `metadata`, as registered: an `http` handler gets it with every call. */
+  metadata?: Record<string, unknown>;
 };
 
 /** Where a peer's forward listener is reached: a Unix socket on its own host, TCP across hosts. */

@@ -19,6 +19,8 @@ export interface HttpRoute {
   principal: string;
   /** The worker that registered the binding (admin view). */
   workerId: string;
+  /** The trigger's `metadata`: the handler gets it as its invocation's metadata (as iii does). */
+  metadata?: Record<string, unknown>;
 }
 
 /**
@@ -236,6 +238,7 @@ export class RouteTable {
         workerId: trigger.workerId,
       };
       if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
+      if (trigger.metadata !== undefined) route.metadata = trigger.metadata;
       if (trigger.http.middlewareFunctionIds !== undefined) {
         route.middlewareFunctionIds = trigger.http.middlewareFunctionIds;
       }

@@ -5,8 +5,8 @@ import type { HubMember, WorkerHub } from './worker-hub.js';
 
 /** What the local invoker calls on a connection (WorkerConnection; tests pass their own). */
 export interface InvokableMember extends HubMember {
-  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string }): Promise<InvocationOutcome>;
-  fire(functionId: string, data: unknown): boolean;
+  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string; metadata?: unknown }): Promise<InvocationOutcome>;
+  fire(functionId: string, data: unknown, metadata?: unknown): boolean;
 }
 
 /** Invokes functions served by workers connected to this process. */
@@ -26,10 +26,10 @@ export class LocalInvoker<C extends InvokableMember = InvokableMember> implement
     return connection.invoke(functionId, data, remainingMs, options);
   }
 
-  fire(functionId: string, data: unknown): boolean {
+  fire(functionId: string, data: unknown, metadata?: unknown): boolean {
     const connection = this.hub.pickOwner(functionId);
     if (connection === undefined) return false;
-    return connection.fire(functionId, data);
+    return connection.fire(functionId, data, metadata);
   }
 
   has(functionId: string): boolean {

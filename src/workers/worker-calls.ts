@@ -59,7 +59,7 @@ export class WorkerCalls {
       const middlewareCall: InvokeFunctionMessage = { ...message, function_id: middlewareId, data: middlewareInput };
       // The middleware is called, not enqueued: the action is its input's business (iii's order).
       if (message.action?.type === 'enqueue') delete middlewareCall.action;
-      this.callThrough(middlewareCall, invocationId, message.function_id);
+      this.callThrough(middlewareCall, invocationId, message.function_id, false);
       return;
     }
     if (message.action?.type === 'enqueue') {
@@ -80,8 +80,11 @@ export class WorkerCalls {
       .catch((err: unknown) => this.logger.error({ err }, 'enqueue failed'));
   }
 
-  /** Makes a worker's call; the answer names `replyId` (the function the worker asked for). */
-  private callThrough(message: InvokeFunctionMessage, invocationId: string | undefined, replyId: string): void {
+  /**
+   * Makes a worker's call; the answer names `replyId` (the function the worker asked for). The
+   * listener middleware's call is the engine's, so its payload does not name a caller (as iii).
+   */
+  private callThrough(message: InvokeFunctionMessage, invocationId: string | undefined, replyId: string, namesCaller = true): void {
     const engineFunction = this.deps.engineFunctions.get(message.function_id);
     if (engineFunction !== undefined) {
       void this.deps.engineFunctions.call(engineFunction, message.data, this.source).then((result) => {
@@ -91,8 +94,10 @@ export class WorkerCalls {
       });
       return;
     }
+    // As iii (spawn_invoke_function): an object payload names its caller; the caller's metadata goes on.
+    const data = namesCaller ? withCaller(message.data, this.source.id) : message.data;
     if (invocationId === undefined || message.action?.type === 'void') {
-      if (!this.deps.invoker.fire(message.function_id, message.data)) {
+      if (!this.deps.invoker.fire(message.function_id, data, message.metadata)) {
         this.logger.warn({ functionId: message.function_id }, 'fire-and-forget call dropped: no worker serves it');
       }
       return;
@@ -114,11 +119,21 @@ export class WorkerCalls {
       deadline,
       ...(message.traceparent === undefined ? {} : { traceparent: message.traceparent }),
       ...(message.baggage === undefined ? {} : { baggage: message.baggage }),
+      ...(message.metadata === undefined ? {} : { metadata: message.metadata }),
     };
     this.deps.invoker
-      .invoke(message.function_id, message.data, options)
+      .invoke(message.function_id, data, options)
       .then((outcome) => this.source.send(encodeInvocationResult(invocationId, replyId, callReply(outcome))))
       .catch((err: unknown) => this.logger.error({ err }, 'worker-to-worker invocation failed'))
       .finally(() => this.inFlight--);
   }
+}
+
+/**
+ * A worker-to-worker call's payload with `_caller_worker_id` set to the calling worker's id, when the
+ * payload is a JSON object (iii 0.22.1 adds it the same way; other payloads go as they are).
+ */
+export function withCaller(data: unknown, callerWorkerId: string): unknown {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return data;
+  return { ...(data as Record<string, unknown>), _caller_worker_id: callerWorkerId };
 }

@@ -176,14 +176,15 @@ export class WorkerConnection implements HubMember {
     return true;
   }
 
-  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string }): Promise<InvocationOutcome> {
+  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string; metadata?: unknown }): Promise<InvocationOutcome> {
     const invocationId = randomUUID();
     const httpTarget = this.functions.get(functionId)?.invocation;
     if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
       return this.deps.httpFunctions.call(functionId, httpTarget, data, timeoutMs, invocationId);
     }
     // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
-    const frame = encodeInvocation(invocationId, this.session.workerId(functionId), toJson(data), trace?.traceparent, trace?.baggage);
+    const metadataJson = trace?.metadata === undefined ? undefined : toJson(trace.metadata);
+    const frame = encodeInvocation(invocationId, this.session.workerId(functionId), toJson(data), trace?.traceparent, trace?.baggage, metadataJson);
     const result = this.pending.add(invocationId, functionId, timeoutMs);
     if (!this.send(frame)) {
       // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.
@@ -192,7 +193,7 @@ export class WorkerConnection implements HubMember {
     return result;
   }
 
-  fire(functionId: string, data: unknown): boolean {
+  fire(functionId: string, data: unknown, metadata?: unknown): boolean {
     const httpTarget = this.functions.get(functionId)?.invocation;
     if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
       void this.deps.httpFunctions.call(functionId, httpTarget, data, this.deps.workerCallTimeoutMs).then((outcome) => {
@@ -201,7 +202,7 @@ export class WorkerConnection implements HubMember {
       return true;
     }
     return this.send(
-      `{"type":"invokefunction","function_id":${JSON.stringify(this.session.workerId(functionId))},"data":${toJson(data)},"action":{"type":"void"}}`,
+      `{"type":"invokefunction","function_id":${JSON.stringify(this.session.workerId(functionId))},"data":${toJson(data)},"action":{"type":"void"}${metadata === undefined ? '' : `,"metadata":${toJson(metadata)}`}}`,
     );
   }
 

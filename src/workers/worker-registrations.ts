@@ -210,6 +210,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
       principal: this.session.principal,
       registeredAt: Date.now(),
       seq: this.deps.hub.nextSeq(),
+      ...(message.metadata === undefined ? {} : { metadata: message.metadata }),
     };
     this.triggers.set(message.id, record);
     this.deps.hub.triggersChanged();

@@ -2,6 +2,7 @@
 // worker_connections/traits.rs), with the real iii-sdk 0.22.1 in this process against a two-process
 // engine, so a caller and its target are often on different processes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { http, waitForEveryProcess } from '../support/http.js';
 import { waitUntil } from '../support/logs.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
@@ -12,6 +13,7 @@ const { registerWorker, TriggerAction } = await import('iii-sdk');
 type Client = ReturnType<typeof registerWorker>;
 
 const RECONNECT = { maxRetries: 3, initialDelayMs: 100, maxDelayMs: 1000 };
+const workerIdOf = (client: Client): string => (client as unknown as { workerId: string }).workerId;
 
 describe('worker calls on a two-process engine', () => {
   let engine: EngineHandle;
@@ -48,6 +50,61 @@ describe('worker calls on a two-process engine', () => {
   afterAll(async () => {
     for (const client of clients) await client.shutdown().catch(() => undefined);
     await engine?.stop();
+  });
+
+  describe('metadata travels as in iii (views.rs call_with_metadata; traits.rs invokefunction.metadata)', () => {
+    it('an http trigger\'s metadata reaches its handler on every process; middleware and condition get none', async () => {
+      const app = connect('metadata-http');
+      const seen: unknown[] = [];
+      app.registerFunction('meta::todo', (req: { body: unknown }, metadata?: unknown) => {
+        seen.push(metadata);
+        return Promise.resolve({ status_code: 200, body: { metadata: metadata ?? null } });
+      });
+      app.registerFunction('meta::allowed', (_req: unknown, metadata?: unknown) => {
+        seen.push({ condition: metadata ?? null });
+        return Promise.resolve(true);
+      });
+      app.registerTrigger({
+        type: 'http',
+        function_id: 'meta::todo',
+        config: { api_path: 'meta/todo', http_method: 'GET', condition_function_id: 'meta::allowed' },
+        metadata: { tags: ['todo'], owner: { team: 'blue' } },
+      });
+      const url = `${engine.httpUrl}/meta/todo`;
+      await waitForEveryProcess(url, 2);
+      for (let i = 0; i < 4; i++) {
+        const res = await http(url, { headers: { connection: 'close' } });
+        expect(res.status).toBe(200);
+        expect(res.json()).toEqual({ metadata: { tags: ['todo'], owner: { team: 'blue' } } });
+      }
+      expect(seen).toContainEqual({ condition: null });
+    });
+
+    it('trigger() metadata reaches the target, with and without a reply, across processes; an object payload names its caller', async () => {
+      const target = connect('metadata-target');
+      const calls: { data: Record<string, unknown>; metadata: unknown }[] = [];
+      target.registerFunction('meta::target', (data: Record<string, unknown>, metadata?: unknown) => {
+        calls.push({ data, metadata });
+        return Promise.resolve({ got: metadata ?? null });
+      });
+      // Connections are dealt to the two processes in turn: one caller is on the target's process, one is not.
+      const callers = [connect('metadata-caller-1'), connect('metadata-caller-2')];
+      for (const caller of callers) {
+        await expect(callWhenServed(caller, { function_id: 'meta::target', payload: { n: 1 }, metadata: { tenant: 'acme' } })).resolves.toEqual({ got: { tenant: 'acme' } });
+        const call = calls.at(-1);
+        expect(call?.metadata).toEqual({ tenant: 'acme' });
+        expect(call?.data).toEqual({ n: 1, _caller_worker_id: workerIdOf(caller) });
+
+        const before = calls.length;
+        await caller.trigger({ function_id: 'meta::target', payload: { n: 2 }, metadata: [1, 'two'], action: TriggerAction.Void() });
+        await waitUntil(() => calls.length > before, 10_000, 'the void call to arrive');
+        expect(calls.at(-1)).toEqual({ data: { n: 2, _caller_worker_id: workerIdOf(caller) }, metadata: [1, 'two'] });
+
+        // A payload that is not an object goes as it is.
+        await caller.trigger({ function_id: 'meta::target', payload: [1, 2] });
+        expect(calls.at(-1)).toEqual({ data: [1, 2], metadata: undefined });
+      }
+    });
   });
 
   describe('TriggerAction.Enqueue is never run inline (iii: the TriggerAction::Enqueue arm)', () => {

@@ -52,6 +52,16 @@ describe('forward messages', () => {
     expect(decodeClientMessage(body(encodeCall(fire, MAX)))).toEqual({ kind: 'call', ...asJson, id: 0, requestId: undefined, isVoid: true });
   });
 
+  it('carries an invocation\'s metadata as JSON text, on calls and void calls (iii\'s invokefunction.metadata)', () => {
+    const call = { id: 3, functionId: 'f', data: 1, remainingMs: 10, requestId: undefined, isVoid: false, metadata: { tags: ['todo'] } };
+    const decoded = decodeClientMessage(body(encodeCall(call, MAX)));
+    expect(decoded).toMatchObject({ kind: 'call', id: 3, metadata: new RawJson('{"tags":["todo"]}') });
+    expect(decoded).not.toHaveProperty('traceparent');
+    const fire = decodeClientMessage(body(encodeCall({ ...call, id: 0, isVoid: true, metadata: 'plain' }, MAX)));
+    expect(fire).toMatchObject({ isVoid: true, metadata: new RawJson('"plain"') });
+    expect(decodeClientMessage(body(encodeCall({ ...call, metadata: undefined }, MAX)))).not.toHaveProperty('metadata');
+  });
+
   it('keeps __proto__ keys as data across the hop (msgpackr would rename them)', () => {
     const data = JSON.parse('{"__proto__":{"polluted":true},"a":1}') as unknown;
     const decoded = decodeClientMessage(body(encodeCall({ id: 1, functionId: 'f', data, remainingMs: 1, requestId: undefined, isVoid: false }, MAX)));
