@@ -295,7 +295,8 @@ describe('iii-sdk against a two-node cluster', () => {
         'the HTTP function to be known on node B',
       );
       const result = await call<{ echoed: unknown }>(caller, 'compat::webhook', { order: 7 });
-      expect(result.echoed).toEqual({ order: 7 });
+      // As iii: a worker's object payload names its caller, also towards an HTTP-invoked function.
+      expect(result.echoed).toEqual({ order: 7, _caller_worker_id: expect.any(String) as unknown });
       const seen = probe.seen.at(-1) as Captured;
       expect(seen).toMatchObject({ method: 'POST', url: '/webhook' });
       expect(seen.headers).toMatchObject({ 'content-type': 'application/json', 'x-custom-header': 'test-value', 'x-iii-function-path': 'compat::webhook' });

@@ -145,13 +145,14 @@ describe('worker protocol (raw ws client)', () => {
     const callee = await connect();
     callee.send({ type: 'registerfunction', id: 'raw::callee' });
     const caller = await connect();
-    await caller.ofType('workerregistered');
+    const callerId = (await caller.ofType('workerregistered')).worker_id as string;
     await callee.sync();
 
     caller.send({ type: 'invokefunction', invocation_id: 'a1b2c3d4-0000-4000-8000-000000000001', function_id: 'raw::callee', data: { n: 1 } });
     const call = await callee.ofType('invokefunction');
     expect(call.function_id).toBe('raw::callee');
-    expect(call.data).toEqual({ n: 1 });
+    // As iii: an object payload names the calling worker.
+    expect(call.data).toEqual({ n: 1, _caller_worker_id: callerId });
     expect(call.invocation_id).toMatch(UUID_V4);
     callee.send({ type: 'invocationresult', invocation_id: call.invocation_id, function_id: 'raw::callee', result: { n: 2 } });
     const result = await caller.ofType('invocationresult');
@@ -167,7 +168,7 @@ describe('worker protocol (raw ws client)', () => {
 
     caller.send({ type: 'invokefunction', function_id: 'raw::callee', data: { fire: true }, action: { type: 'void' } });
     const fired = await callee.ofType('invokefunction');
-    expect(fired.data).toEqual({ fire: true });
+    expect(fired.data).toEqual({ fire: true, _caller_worker_id: callerId });
     expect(fired.invocation_id).toBeUndefined();
   });
 

@@ -132,7 +132,8 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
   it('calls what the session allows through the listener middleware, which gets the auth context', async () => {
     const admin = connect({ 'x-shop-token': 'admin' }, '/?tenant=a&tenant=b');
     const result = await admin.trigger<Record<string, unknown>, Record<string, any>>({ function_id: 'shop::orders::admin', payload: { n: 1 } });
-    expect(result).toEqual({ admin: true, seen: { n: 1, caller: 'ada' } });
+    // The middleware's own call names it as the caller (iii adds _caller_worker_id to object payloads).
+    expect(result).toEqual({ admin: true, seen: { n: 1, caller: 'ada', _caller_worker_id: expect.any(String) as unknown } });
     const call = seen.middleware.find((m) => m.function_id === 'shop::orders::admin');
     expect(call).toMatchObject({ function_id: 'shop::orders::admin', payload: { n: 1 }, context: { user: 'ada', role: 'admin' } });
     const auth = seen.auth.find((a) => a.headers?.['x-shop-token'] === 'admin');
@@ -266,7 +267,7 @@ describe('worker RBAC on a second iii-worker-manager listener (iii 0.22.1 keys a
       10_000,
       'the prefixed function',
     );
-    await expect(trusted.trigger({ function_id: 'tenant-7::echo', payload: { n: 7 } })).resolves.toEqual({ echoed: { n: 7 } });
+    await expect(trusted.trigger({ function_id: 'tenant-7::echo', payload: { n: 7 } })).resolves.toEqual({ echoed: { n: 7, _caller_worker_id: expect.any(String) as unknown } });
     handle.unregister();
     await waitUntil(
       async () => (await trusted.trigger({ function_id: 'tenant-7::echo', payload: {} }).catch((err: { code?: string }) => err.code)) === 'function_not_found',
