@@ -16,7 +16,11 @@
  * and stream subscribers on other processes and nodes hear about it).
  */
 
-/** iii's update operations (its `UpdateOp`, tagged by `type`). A `path` is dot-separated. */
+/**
+ * iii's update operations (its `UpdateOp`, tagged by `type`). A `path` names one field of the
+ * top-level object (`"a.b"` is the key `a.b`, as in iii); `merge` and `append` also take an array of
+ * segments, walking into nested objects. Semantics: update-ops.ts.
+ */
 export type KvUpdateOp =
   | { type: 'set'; path: string; value?: unknown }
   | { type: 'merge'; path?: string | string[]; value: unknown }
@@ -30,6 +34,7 @@ export interface KvUpdateOpError {
   op_index: number;
   code: string;
   message: string;
+  doc_url?: string;
 }
 
 export interface KvSetResult {
@@ -70,6 +75,19 @@ export interface KvStore {
   listNamespaces(prefix: string): Promise<string[]>;
   /** Listens to every applied write in the cluster whose namespace starts with `prefix`; returns the unsubscribe. */
   watch(prefix: string, listener: KvChangeListener): () => void;
+  /** Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Named leases with a time to live, held by one holder at a time cluster-wide (cron's "who fires").
+ * Embedded: held by the primary, released the moment the holding child exits; Redis: a key with a TTL.
+ */
+export interface LeaseStore {
+  /** Takes the lease, or extends it when `holder` has it already; false when another holder has it. */
+  acquire(name: string, holder: string, ttlMs: number): Promise<boolean>;
+  /** Gives the lease up if `holder` has it. */
+  release(name: string, holder: string): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
 }
