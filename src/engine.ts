@@ -36,6 +36,8 @@ import { workerTelemetryRelay } from './observability/otlp-relay.js';
 import { clusterWorkerCount, routeWorkerCounts } from './observability/cluster-census.js';
 import type { Tracing } from './observability/tracing.js';
 import { createTracing } from './observability/tracing.js';
+import { ModuleHost } from './modules/module-host.js';
+import type { IpcChannel } from './bus/ipc-channel.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
 export interface EngineClusterOptions {
@@ -61,6 +63,8 @@ export interface EngineOptions {
   servedByHeader?: boolean;
   /** Where HTTP-invoked functions' auth secrets are read from (the process environment). */
   env?: Readonly<Record<string, string | undefined>>;
+  /** A cluster child's IPC link to the primary, which holds embedded module stores (docs/modules.md). */
+  primary?: IpcChannel;
 }
 
 export interface EnginePorts {
@@ -96,6 +100,8 @@ export class Engine {
   private readonly forwardServer: ForwardServer | undefined;
   private readonly peers: PeerPool | undefined;
   private readonly membership: ClusterMembership | undefined;
+  /** iii's state, stream, pubsub, cron, queue modules (src/modules/). */
+  private readonly modules: ModuleHost;
   private phase: Phase = 'created';
   private closing: Promise<void> | undefined;
 
@@ -190,6 +196,9 @@ export class Engine {
     // Reconnect grace on the calling side only: a forwarded call that finds no worker on its peer
     // comes back as not dispatched, and the peer that took the request waits and retries.
     this.invoker = new GraceInvoker(invoker, this.table, config.workers.reconnectGraceMs, this.metrics);
+    this.modules = new ModuleHost({ config, logger, peerId: this.hub.ownerId, invoker: this.invoker, registry: this.metrics.registry, ...(options.primary === undefined ? {} : { primary: options.primary }) });
+    this.modules.registerFunctions(this.engineFunctions);
+    this.table.onChange(() => this.modules.reconcile(this.table.snapshotsHeld()));
     const workerDeps: WorkerConnectionDeps = {
       hub: this.hub,
       invoker: this.invoker,
@@ -201,6 +210,7 @@ export class Engine {
       onLimit: (kind) => this.metrics.workerLimit(kind),
       functionMetadata: (id) => this.table.current().functionMetadata.get(id),
       engineFunctions: this.engineFunctions,
+      engineTriggerTypes: this.modules,
       httpFunctions: this.httpFunctions,
       ...(this.membership === undefined
         ? {}
@@ -266,6 +276,7 @@ export class Engine {
       // exporting one loads the OpenTelemetry SDK before anything is traced.
       await this.tracing.ready();
       const forward = await this.startCluster();
+      await this.modules.start();
       const workers = await this.workerServer.start();
       for (const server of this.extraWorkerServers) await server.start();
       const http = await this.httpServer.start();
@@ -313,6 +324,7 @@ export class Engine {
         ['workers', async () => {
           await Promise.all([this.workerServer.close(), ...this.extraWorkerServers.map((server) => server.close())]);
         }],
+        ['modules', () => this.modules.close()],
         ['peers', () => this.peers?.close()],
         ['conflicts', () => {
           this.conflicts.close();

@@ -61,7 +61,7 @@ export const WIRE_ERRORS = {
   // TriggerAction.Enqueue (docs/protocol.md#enqueue), iii's code.
   enqueue_error: 'An enqueued call could not be handed to engine::queue::enqueue (no provider, or the provider failed)',
   // The built-in queue's functions (docs/queue.md), iii's codes.
-  topic_not_set: 'iii::durable::publish was called without a topic',
+  topic_not_set: 'iii::durable::publish was called without a topic, or publish (iii-pubsub) with an empty one',
   queue_not_set: 'A dead-letter function was called without a queue',
   message_id_not_set: 'A dead-letter function was called without a message_id',
   topic_required: 'engine::queue::topic_stats or dlq_messages was called without a topic',
@@ -72,6 +72,15 @@ export const WIRE_ERRORS = {
   topic_stats_failed: "The queue's store failed while reading a queue's numbers",
   dlq_topics_failed: "The queue's store failed while counting dead letters",
   dlq_messages_failed: "The queue's store failed while reading dead letters",
+  // iii's modules (docs/modules.md), iii's codes.
+  deserialization_error: "A module function's input does not have the shape iii expects (a field missing or of the wrong type)",
+  SET_ERROR: 'state::set could not write the value (the store failed)',
+  GET_ERROR: 'state::get (or the read before state::delete) could not read the value',
+  DELETE_ERROR: 'state::delete could not delete the value',
+  UPDATE_ERROR: 'state::update could not apply the update',
+  LIST_ERROR: 'state::list could not list the scope',
+  LIST_GROUPS_ERROR: 'state::list_groups could not list the scopes',
+  VALUE_TOO_LARGE: "state::set's value is larger than iii-state max_value_bytes",
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

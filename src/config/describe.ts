@@ -10,6 +10,9 @@ import {
   topLevelSchema,
   workerModuleSchema,
 } from './schema.js';
+import { cronModuleSchema } from './modules/cron-schema.js';
+import { pubsubModuleSchema } from './modules/pubsub-schema.js';
+import { stateModuleSchema } from './modules/state-schema.js';
 import { isPlainObject } from '../values.js';
 
 /**
@@ -37,6 +40,9 @@ const SECTIONS: readonly { module: string; moduleClass?: string; schema: z.ZodTy
   { module: MODULE_NAMES.workers, moduleClass: MODULE_CLASSES.workers, schema: workerModuleSchema },
   { module: MODULE_NAMES.httpFunctions, schema: httpFunctionsModuleSchema },
   { module: MODULE_NAMES.observability, schema: observabilityModuleSchema },
+  { module: 'iii-state', schema: stateModuleSchema },
+  { module: 'iii-pubsub', schema: pubsubModuleSchema },
+  { module: 'iii-cron', schema: cronModuleSchema },
   { module: MODULE_NAMES.admin, moduleClass: MODULE_CLASSES.admin, schema: adminModuleSchema },
   { module: MODULE_NAMES.cluster, moduleClass: MODULE_CLASSES.cluster, schema: clusterModuleSchema },
 ];

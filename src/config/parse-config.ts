@@ -26,7 +26,8 @@ import type {
   RestApiModuleInput,
   WorkerModuleInput,
 } from './schema.js';
-import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, FunctionFilter, HttpFunctionsConfig, ObservabilityConfig, RbacConfig, WorkersConfig } from './types.js';
+import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, FunctionFilter, HttpFunctionsConfig, IiiModuleName, ObservabilityConfig, RbacConfig, WorkersConfig } from './types.js';
+import { III_MODULE_SCHEMAS } from './modules/iii-module-schemas.js';
 import { isPlainObject } from '../values.js';
 
 type PlainObject = Record<string, unknown>;
@@ -100,6 +101,8 @@ export function parseConfig(input: unknown): EngineConfig {
   const firstAt = new Map<ModuleKey, ModuleEntry>();
   const skippedModules: string[] = [];
   const extraWorkers: { entry: ModuleEntry; input: WorkerModuleInput }[] = [];
+  const iiiModules: Partial<Record<IiiModuleName, Record<string, unknown>>> = {};
+  const iiiModuleAt = new Map<IiiModuleName, string>();
   const skip = (what: string): void => {
     if (!skippedModules.includes(what)) skippedModules.push(what);
   };
@@ -118,6 +121,21 @@ export function parseConfig(input: unknown): EngineConfig {
     if (name !== undefined && BUILT_IN_NAMES.includes(name)) continue;
     if (typeof raw.image === 'string') {
       skip(`${id} (image ${raw.image})`);
+      continue;
+    }
+    if (name !== undefined && Object.hasOwn(III_MODULE_SCHEMAS, name)) {
+      // iii's other modules (docs/modules.md): validated by their own schema, run by src/modules/.
+      const moduleName = name as IiiModuleName;
+      const first = iiiModuleAt.get(moduleName);
+      if (first !== undefined) {
+        issues.push({ path: label, message: `${moduleName} is configured twice (also ${first}); keep one entry` });
+        continue;
+      }
+      iiiModuleAt.set(moduleName, label);
+      const config = raw.config ?? {};
+      if (!isPlainObject(config)) continue;
+      const input = validate(III_MODULE_SCHEMAS[moduleName], config, `${label}.config`, issues);
+      if (input !== undefined) iiiModules[moduleName] = input;
       continue;
     }
     const key = moduleClass !== undefined ? CLASS_TO_KEY.get(moduleClass) : (NAME_TO_KEY.get(id) ?? MODULE_NAME_ALIASES[id]);
@@ -200,6 +218,7 @@ export function parseConfig(input: unknown): EngineConfig {
     cluster: toClusterConfig(modules.cluster ?? clusterModuleSchema.parse({})),
     observability: toObservabilityConfig(modules.observability ?? observabilityModuleSchema.parse({})),
     httpFunctions: toHttpFunctionsConfig(modules.httpFunctions ?? httpFunctionsModuleSchema.parse({})),
+    modules: iiiModules,
     skippedModules,
   });
 }

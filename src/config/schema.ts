@@ -398,7 +398,7 @@ export const topLevelSchema = z
       .array(moduleEntry)
       .default([])
       .describe(
-        'Modules to configure, by name (the iii 0.22 form): `iii-http` (or `http`), `iii-worker-manager`, `iii-observability`, `iii-http-functions`, `switchyard-admin`, `switchyard-cluster`. Other iii names (`iii-stream`, `iii-state`, …) are skipped with one warning each',
+        'Modules to configure, by name (the iii 0.22 form): `iii-http` (or `http`), `iii-worker-manager`, `iii-observability`, `iii-http-functions`, `iii-state`, `iii-stream`, `iii-pubsub`, `iii-cron`, `iii-queue`, `switchyard-admin`, `switchyard-cluster`. Other iii names are skipped with one warning each',
       ),
     modules: z
       .array(

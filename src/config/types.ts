@@ -122,6 +122,17 @@ export interface ClusterConfig {
   childNodeArgs: readonly string[];
 }
 
+/** iii's other modules (docs/modules.md), by their names in the `workers:` list. */
+export const III_MODULE_NAMES = ['iii-state', 'iii-stream', 'iii-pubsub', 'iii-cron', 'iii-queue'] as const;
+
+export type IiiModuleName = (typeof III_MODULE_NAMES)[number];
+
+/**
+ * Their configs as the file gave them (snake_case, iii's keys), validated by src/config/modules/; a
+ * module the file does not list is absent (and does not run).
+ */
+export type IiiModulesConfig = Readonly<Partial<Record<IiiModuleName, Readonly<Record<string, unknown>>>>>;
+
 export interface EngineConfig {
   api: ApiConfig;
   admin: AdminConfig;
@@ -129,6 +140,8 @@ export interface EngineConfig {
   cluster: ClusterConfig;
   observability: ObservabilityConfig;
   httpFunctions: HttpFunctionsConfig;
+  /** iii-state, iii-stream, iii-pubsub, iii-cron, iii-queue: those the file lists. */
+  modules: IiiModulesConfig;
   /** Module classes present in the file that this engine does not implement; the caller warns. */
   skippedModules: readonly string[];
 }

@@ -98,6 +98,7 @@ export class ChildEngine {
       logger: this.logger,
       servedByHeader: this.options.servedByHeader,
       ...(this.options.env === undefined ? {} : { env: this.options.env }),
+      primary: this.options.channel,
       cluster: {
         identity: this.identity,
         bus: await makeBus(config, this.identity, this.options.channel, this.logger.child({ module: 'bus' }), this.bootstrap.secret),

@@ -14,6 +14,8 @@ import { IpcRelay } from '../bus/ipc-relay.js';
 import { defaultNodeId } from '../cluster/peer-id.js';
 import type { BusState } from './node-health.js';
 import { busState, nodeReady } from './node-health.js';
+import { moduleStoreSpecs } from '../modules/module-host.js';
+import { KvHost } from './kv-host.js';
 
 const RESTART_BASE_MS = 100;
 const RESTART_MAX_MS = 5000;
@@ -65,6 +67,8 @@ export interface PrimaryOptions {
 export class Primary {
   private readonly slots: Slot[] = [];
   private readonly relay: IpcRelay;
+  /** Embedded mode: the one copy of the modules' kv stores, and the cluster's leases (docs/modules.md). */
+  private readonly kvHost: KvHost | undefined;
   private readonly admin: AdminServer;
   private readonly bootstrap: Omit<ChildBootstrap, 'index'>;
   private shuttingDown = false;
@@ -78,6 +82,9 @@ export class Primary {
   constructor(private readonly options: PrimaryOptions) {
     const { config, logger } = options;
     this.relay = new IpcRelay(config.cluster.name, logger.child({ module: 'relay' }));
+    if (config.cluster.redisUrl === undefined && Object.keys(config.modules).length > 0) {
+      this.kvHost = new KvHost(moduleStoreSpecs(config), logger.child({ module: 'kv' }));
+    }
     this.bootstrap = {
       config,
       nodeId: config.cluster.nodeId ?? defaultNodeId(),
@@ -139,6 +146,8 @@ export class Primary {
   }
 
   async start(): Promise<void> {
+    // A file_based store that cannot be read stops the start: the engine must not run on an empty copy.
+    this.kvHost?.start();
     this.adminPort = await this.admin.start();
     cluster.setupPrimary({ execArgv: [...this.options.execArgv, ...this.options.config.cluster.childNodeArgs] });
     for (let index = 0; index < this.options.config.cluster.processes; index++) {
@@ -157,6 +166,7 @@ export class Primary {
     slot.status = undefined;
     slot.startedAt = Date.now();
     this.relay.attach(channel);
+    this.kvHost?.attach(channel);
     worker.on('message', (message: unknown) => {
       if (isChildStatus(message)) this.onStatus(slot, message);
       else if (isAdminAnswer(message)) this.answer(message.id, message.data);
@@ -204,7 +214,10 @@ export class Primary {
   }
 
   private onExit(slot: Slot, worker: ClusterWorker, code: number | null, signal: string | null): void {
-    if (slot.channel !== undefined) this.relay.detach(slot.channel);
+    if (slot.channel !== undefined) {
+      this.relay.detach(slot.channel);
+      this.kvHost?.detach(slot.channel);
+    }
     if (slot.worker !== worker) return;
     slot.worker = undefined;
     slot.channel = undefined;
@@ -266,6 +279,7 @@ export class Primary {
     }, this.options.drainGraceMs + SHUTDOWN_SLACK_MS);
     await Promise.all(exits);
     clearTimeout(deadline);
+    this.kvHost?.close();
     await this.admin.close();
   }
 }

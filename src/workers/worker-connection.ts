@@ -20,7 +20,7 @@ import { FrameRateLimit } from './frame-rate-limit.js';
 import type { WorkerCallDeps } from './worker-calls.js';
 import { WorkerCalls } from './worker-calls.js';
 import { isPlainObject } from '../values.js';
-import type { WorkerLimitKind } from './worker-registrations.js';
+import type { EngineTriggerTypes, WorkerLimitKind } from './worker-registrations.js';
 import { WorkerRegistrations } from './worker-registrations.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
@@ -42,6 +42,8 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   httpFunctions?: HttpFunctionCaller;
   /** A per-worker limit refused something (metrics). */
   onLimit?: (kind: WorkerLimitKind) => void;
+  /** The modules' trigger types (docs/modules.md). */
+  engineTriggerTypes?: EngineTriggerTypes;
 }
 
 /** The engine function the SDK calls right after connecting, with its metadata. */

@@ -32,6 +32,13 @@ export type RegistrationMessage =
   | RegisterTriggerTypeMessage
   | UnregisterTriggerTypeMessage;
 
+/** Trigger types the engine's modules provide (docs/modules.md): accepted, checked, never parked. */
+export interface EngineTriggerTypes {
+  hasTriggerType(type: string): boolean;
+  /** Why a trigger of the type is refused (`trigger_registration_failed`), or undefined. */
+  validateTrigger(type: string, config: Record<string, unknown>): string | undefined;
+}
+
 export interface RegistrationDeps<C extends HubMember> {
   hub: Pick<WorkerHub<C>, 'functionAdded' | 'functionRemoved' | 'triggersChanged' | 'nextSeq'>;
   /** Runs the listener's registration hooks (served by any worker in the cluster). */
@@ -42,6 +49,8 @@ export interface RegistrationDeps<C extends HubMember> {
   httpFunctions?: HttpFunctionCaller;
   /** A per-worker limit refused something (metrics). */
   onLimit?: (kind: WorkerLimitKind) => void;
+  /** The modules' trigger types (state, subscribe, cron, …). */
+  engineTriggerTypes?: EngineTriggerTypes;
 }
 
 /** The connection the registrations belong to, as far as they need it. */
@@ -169,7 +178,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
   }
 
   private registerTriggerType(id: string, description: string | undefined): void {
-    if (BUILT_IN_TRIGGER_TYPES.has(id)) {
+    if (BUILT_IN_TRIGGER_TYPES.has(id) || this.deps.engineTriggerTypes?.hasTriggerType(id) === true) {
       this.logger.warn({ triggerType: id }, 'a worker cannot provide a built-in trigger type; ignored');
       return;
     }
@@ -183,6 +192,20 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     const known = this.triggers.has(message.id) || this.customTriggers.has(message.id);
     if (!known && !this.room('trigger', message.id)) {
       this.refuseTrigger(asSent, 'registration_limit', `the worker holds max_registrations (${this.session.policy.limits.maxRegistrations}) already`);
+      return;
+    }
+    const engineTypes = this.deps.engineTriggerTypes;
+    if (engineTypes?.hasTriggerType(message.trigger_type) === true) {
+      // A module's type (docs/modules.md): checked here, then it travels like any custom trigger and
+      // the module sees it on every table rebuild. Refused as iii refuses it: trigger_registration_failed.
+      const refused = engineTypes.validateTrigger(message.trigger_type, message.config);
+      if (refused !== undefined) {
+        this.logger.warn({ triggerId: message.id, triggerType: message.trigger_type, reason: refused }, 'trigger registration refused');
+        this.refuseTrigger(asSent, 'trigger_registration_failed', refused);
+        return;
+      }
+      this.customTriggers.set(message.id, customTriggerRecord(message, this.owner.id));
+      this.deps.hub.triggersChanged();
       return;
     }
     if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {

@@ -67,6 +67,7 @@ const DEFAULTS: EngineConfig = {
   },
   observability: {},
   httpFunctions: { urlAllowlist: ['*'], blockPrivateIps: true, requireHttps: true },
+  modules: {},
   skippedModules: [],
 };
 
@@ -464,7 +465,7 @@ describe('the iii 0.22 workers: form', () => {
     expect(config.skippedModules).toEqual([]);
   });
 
-  it('skips iii modules Switchyard does not implement, once each, and accepts the built-in engine functions', () => {
+  it('accepts iii\'s other modules with their configs, skips unknown ones once each, and accepts the built-in engine functions', () => {
     const config = parseConfig({
       workers: [
         { name: 'iii-stream', config: { port: 3112, adapter: { name: 'redis' } } },
@@ -472,12 +473,34 @@ describe('the iii 0.22 workers: form', () => {
         { name: 'iii-engine-functions' },
         { name: 'iii-http', config: { port: 4000 } },
         { name: 'iii-cron', config: { adapter: { name: 'kv' } } },
-        { name: 'iii-stream' },
+        { name: 'iii-pubsub', config: { adapter: { name: 'local' } } },
+        { name: 'iii-unknown' },
+        { name: 'iii-unknown' },
         { name: 'my-worker', image: 'ghcr.io/acme/w:1' },
       ],
     });
     expect(config.api.port).toBe(4000);
-    expect(config.skippedModules).toEqual(['iii-stream', 'iii-state', 'iii-cron', 'my-worker (image ghcr.io/acme/w:1)']);
+    expect(config.modules).toEqual({
+      'iii-stream': { port: 3112, adapter: { name: 'redis' } },
+      'iii-state': {},
+      'iii-cron': { adapter: { name: 'kv' } },
+      'iii-pubsub': { adapter: { name: 'local' } },
+    });
+    expect(config.skippedModules).toEqual(['iii-unknown', 'my-worker (image ghcr.io/acme/w:1)']);
+  });
+
+  it('refuses a module configured twice and a module config with an unknown key or a bad adapter, naming each', () => {
+    expect(() =>
+      parseConfig({
+        workers: [
+          { name: 'iii-state', config: { triggers_enabledd: true } },
+          { name: 'iii-cron', config: { adapter: { name: 'postgres' } } },
+          { name: 'iii-pubsub' },
+          { name: 'iii-pubsub' },
+          { name: 'iii-state', config: { adapter: { name: 'kv', config: { store_method: 'weird' } } } },
+        ],
+      }),
+    ).toThrow(/triggers_enabledd[\s\S]*adapter[\s\S]*iii-pubsub is configured twice/);
   });
 
   it('names Switchyard\'s own modules switchyard-admin and switchyard-cluster', () => {

@@ -1,0 +1,43 @@
+import { Counter } from 'prom-client';
+import type { Registry } from 'prom-client';
+
+/** Codes kept as label values; others count as `other`, so a misbehaving caller cannot grow the registry. */
+const MAX_CODES = 50;
+
+/**
+ * The modules' Prometheus metrics (docs/modules.md): calls of their functions by outcome, and the
+ * calls they make to workers (trigger handlers, subscribers, cron jobs) by module and outcome.
+ */
+export class ModuleMetrics {
+  private readonly calls: Counter<'function' | 'outcome'>;
+  private readonly triggers: Counter<'module' | 'outcome'>;
+  private readonly codes = new Set<string>();
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.calls = new Counter({
+      name: 'switchyard_module_function_calls_total',
+      help: 'Calls of module functions (state::set, publish, …) by function and outcome (ok, or the error code)',
+      labelNames: ['function', 'outcome'],
+      registers,
+    });
+    this.triggers = new Counter({
+      name: 'switchyard_module_trigger_calls_total',
+      help: 'Functions called by modules (state triggers, subscribers, cron jobs) by module and outcome',
+      labelNames: ['module', 'outcome'],
+      registers,
+    });
+  }
+
+  functionCall(functionId: string, outcome: string): void {
+    if (outcome !== 'ok' && !this.codes.has(outcome)) {
+      if (this.codes.size >= MAX_CODES) outcome = 'other';
+      else this.codes.add(outcome);
+    }
+    this.calls.inc({ function: functionId, outcome });
+  }
+
+  triggerCall(module: string, ok: boolean): void {
+    this.triggers.inc({ module, outcome: ok ? 'ok' : 'failed' });
+  }
+}

@@ -1,0 +1,72 @@
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import type { IiiModuleName } from '../config/types.js';
+import type { InvocationOutcome } from '../invocation/invoker.js';
+import type { EngineFunction } from '../workers/engine-functions.js';
+import type { KvStore, LeaseStore } from './storage/kv-store.js';
+
+/**
+ * What an iii module (state, stream, pubsub, cron, queue) is to the engine, and what the engine gives
+ * it (docs/modules.md). A module never imports another module or the engine: it gets this context.
+ */
+
+/** A trigger of a module's type, registered by any worker on any process or node of the cluster. */
+export interface ModuleTrigger {
+  id: string;
+  triggerType: string;
+  functionId: string;
+  /** The worker that registered it, and the peer (engine process) that worker is connected to. */
+  workerId: string;
+  ownerId: string;
+  config: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+}
+
+export interface ModuleTriggerType {
+  id: string;
+  description: string;
+  /**
+   * Checks a `registertrigger` of this type before it is accepted; a message refuses it with iii's
+   * `trigger_registration_failed` (the worker's SDK logs it). Omitted: every config is accepted.
+   */
+  validate?(config: Record<string, unknown>): string | undefined;
+}
+
+export interface ModuleInvokeOptions {
+  /** The trigger's metadata, passed on with the call as iii does. */
+  metadata?: Record<string, unknown>;
+  /** Default: the HTTP module's default_timeout. */
+  timeoutMs?: number;
+}
+
+export interface ModuleContext {
+  readonly logger: Logger;
+  /** This process's peer id: unique in the cluster (a lease holder's name). */
+  readonly peerId: string;
+  /** The module's own config section, as the file gave it (validated by src/config/modules/). */
+  readonly config: Readonly<Record<string, unknown>>;
+  /** Calls a function wherever a worker serves it in the cluster (the engine's invoker). */
+  invoke(functionId: string, data: unknown, options?: ModuleInvokeOptions): Promise<InvocationOutcome>;
+  /** The store this module's `adapter` names; modules naming the same store share it. */
+  kvStore(): KvStore;
+  /** The cluster's leases (Redis in a distributed cluster, else the primary, else this process). */
+  leases(): LeaseStore;
+  /** switchyard-cluster lease_ms: how long a lease outlives its holder's last renewal. */
+  readonly leaseMs: number;
+  /** This process's Prometheus registry (aggregated across children by the primary). */
+  readonly registry: Registry;
+}
+
+export interface EngineModule {
+  readonly name: IiiModuleName;
+  readonly triggerTypes: readonly ModuleTriggerType[];
+  /** Functions the module serves, by id (`state::set`, `publish`, …). */
+  readonly functions: ReadonlyMap<string, EngineFunction>;
+  /** After every table rebuild: every trigger of the module's types in the cluster. */
+  triggersChanged?(triggers: readonly ModuleTrigger[]): void;
+  start(): Promise<void>;
+  /** Idempotent. */
+  close(): Promise<void>;
+}
+
+export type ModuleFactory = (context: ModuleContext) => EngineModule;
