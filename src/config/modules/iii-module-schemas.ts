@@ -1,6 +1,6 @@
 import { cronModuleSchema } from './cron-schema.js';
 import { pubsubModuleSchema } from './pubsub-schema.js';
-import { queueModuleSchema } from './queue-schema.js';
+import { queueModuleSchema } from '../queue-schema.js';
 import { stateModuleSchema } from './state-schema.js';
 import { streamModuleSchema } from './stream-schema.js';
 
