@@ -5,6 +5,7 @@
  */
 export const HTTP_ERRORS = {
   NOT_FOUND: { status: 404, message: 'No route matches this request' },
+  METHOD_NOT_ALLOWED: { status: 405, message: 'The path is bound, but not for this method' },
   CONDITION_NOT_MET: { status: 422, message: 'The route condition was not met' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body exceeds the body limit' },
   INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },

@@ -279,6 +279,7 @@ function toApiConfig(api: RestApiModuleInput): ApiConfig {
     host: api.host,
     defaultTimeoutMs: api.default_timeout,
     concurrencyRequestLimit: api.concurrency_request_limit,
+    concurrencyQueueLimit: api.concurrency_queue_limit,
     ...(api.cors === undefined
       ? {}
       : {

@@ -84,7 +84,14 @@ export const restApiModuleSchema = z
       .int()
       .min(1)
       .default(1024)
-      .describe('Maximum requests processed at once per engine node; requests beyond it get 503 `OVERLOADED`'),
+      .describe('Maximum requests processed at once per engine node; requests beyond it wait for a slot (see `concurrency_queue_limit`), as in iii'),
+    concurrency_queue_limit: z
+      .int()
+      .min(0)
+      .default(1024)
+      .describe(
+        'Switchyard: how many requests beyond `concurrency_request_limit` may wait for a slot per engine node (each within its deadline; 504 `TIMEOUT` when it passes first). Beyond this line, 503 `OVERLOADED` with `Retry-After`; 0 = no waiting',
+      ),
     cors: corsSchema.optional(),
     body_limit: z
       .int()

@@ -24,6 +24,8 @@ export interface ApiConfig {
   host: string;
   defaultTimeoutMs: number;
   concurrencyRequestLimit: number;
+  /** Requests that may wait for a concurrency slot beyond the limit (docs/http.md#concurrency). */
+  concurrencyQueueLimit: number;
   cors?: CorsConfig;
   bodyLimitBytes: number;
   /** Bound on a streamed request body; 0 = none (a number that survives the JSON hand-over to children). */

@@ -3,7 +3,7 @@ import type { MiddlewarePhase } from '../config/types.js';
 import type { ApiRequest } from './api-request.js';
 import { apiRequestJson, requestChanged } from './api-request.js';
 import { RawJson } from '../invocation/raw-json.js';
-import type { Invoker } from '../invocation/invoker.js';
+import type { InvocationFailure, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
 import { performance } from 'node:perf_hooks';
 import { deepMerge, MergeDepthError } from '../middleware/merge.js';
@@ -25,7 +25,8 @@ export interface MiddlewareCall {
 export type PhaseOutcome =
   | { kind: 'continue' }
   | { kind: 'respond'; response: Record<string, unknown>; functionId: string }
-  | { kind: 'failed'; functionId: string; reason: string; timedOut: boolean };
+  /** `failure`: the worker's own error (the middleware threw), answered like a handler's. */
+  | { kind: 'failed'; functionId: string; reason: string; timedOut: boolean; failure?: InvocationFailure };
 
 const CONTINUE: PhaseOutcome = Object.freeze({ kind: 'continue' });
 
@@ -89,11 +90,19 @@ export class MiddlewareRunner {
     const outcome = await this.invoker.invoke(functionId, this.payload(call), spanOptions(span, { deadline, requestId }));
     if (span?.recording === true) span.end(outcome.ok ? undefined : outcome.failure);
     if (!outcome.ok) {
-      const timedOut = outcome.failure.source === 'engine' && outcome.failure.code === 'TIMEOUT';
-      return { kind: 'failed', functionId, reason: `${outcome.failure.code}: ${outcome.failure.message}`, timedOut };
+      const { failure } = outcome;
+      const timedOut = failure.source === 'engine' && failure.code === 'TIMEOUT';
+      const failed: PhaseOutcome = { kind: 'failed', functionId, reason: `${failure.code}: ${failure.message}`, timedOut };
+      if (failure.source === 'worker') failed.failure = failure;
+      return failed;
     }
     const decoded = decodeMiddlewareResult(outcome.value);
     if (!decoded.ok) return { kind: 'failed', functionId, reason: decoded.reason, timedOut: false };
+    if (decoded.empty === true) {
+      // As iii: a middleware that answers nothing lets the request go on (docs/middleware.md#results).
+      this.logger.warn({ functionId, requestId, phase: call.phase }, 'middleware returned no result; continuing');
+      return undefined;
+    }
     const result = decoded.result;
     if (result.action === 'respond') return { kind: 'respond', response: result.response, functionId };
     const problem = this.applyPatches(call.request, result.request, result.context, functionId, requestId);

@@ -6,6 +6,7 @@ import { PassThroughTracing, endedWith, spanOptions } from '../observability/tra
 import type { ApiConfig } from '../config/types.js';
 import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import type { EngineMetrics } from '../observability/metrics.js';
+import { Admission } from './admission.js';
 import { MiddlewareRunner } from './middleware-runner.js';
 import { RequestPhases } from './request-phases.js';
 import type { RequestState } from './request-state.js';
@@ -59,8 +60,9 @@ const STREAMED_BODY = { ok: true, body: null } as const;
  * around those steps are request-phases.ts.
  */
 export class HttpPipeline {
-  private inFlight = 0;
   private draining = false;
+  /** The concurrency limit and the line of requests waiting for a slot. */
+  private readonly admission: Admission;
   private readonly cors: CorsPolicy;
   private readonly config: ApiConfig;
   /** The middleware phases around each request. */
@@ -71,17 +73,19 @@ export class HttpPipeline {
   constructor(private readonly deps: PipelineDeps) {
     this.config = deps.config;
     this.cors = new CorsPolicy(deps.config.cors);
+    this.admission = new Admission(deps.config.concurrencyRequestLimit, deps.config.concurrencyQueueLimit);
     this.phases = new RequestPhases(new MiddlewareRunner(deps.invoker, deps.logger, deps.metrics), deps.logger, deps.config.defaultTimeoutMs);
     this.tracing = deps.tracing ?? new PassThroughTracing();
   }
 
   get activeRequests(): number {
-    return this.inFlight;
+    return this.admission.active;
   }
 
-  /** From now on new requests get 503 SHUTTING_DOWN; requests already admitted finish. */
+  /** From now on new requests (and those waiting for a slot) get 503 SHUTTING_DOWN; admitted ones finish. */
   startDraining(): void {
     this.draining = true;
+    this.admission.close();
   }
 
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -118,7 +122,7 @@ export class HttpPipeline {
       // The slot is held until the engine's work ends, not until the client hangs up: otherwise
       // clients that abort could keep more calls running on workers than the limit allows.
       .finally(() => {
-        if (state.admitted) this.inFlight--;
+        if (state.admitted) this.admission.leave();
       });
   };
 
@@ -132,10 +136,7 @@ export class HttpPipeline {
       state.closeConnection = true;
       return this.finish(state, errorReply('SHUTTING_DOWN', requestId));
     }
-    if (this.inFlight >= this.config.concurrencyRequestLimit) {
-      return this.finish(state, errorReply('OVERLOADED', requestId, { headers: [['retry-after', RETRY_AFTER_SECONDS]] }));
-    }
-    this.inFlight++;
+    if (!this.admission.tryEnter() && !(await this.waitForSlot(state))) return;
     state.admitted = true;
 
     if (cors.kind === 'preflight') {
@@ -205,23 +206,25 @@ export class HttpPipeline {
 
     const match = routing.router.match(apiRequest.method, apiRequest.path);
     if (match.kind === 'invalid_path') return this.finish(state, errorReply('INVALID_PATH', requestId));
-    if (match.kind === 'not_found') return this.notFound(state, apiRequest);
+    if (match.kind === 'not_found') return this.notFound(state, apiRequest, undefined);
+    if (match.kind === 'method_not_allowed') return this.notFound(state, apiRequest, match.allow);
 
     const route = match.match.route;
     state.route = route;
     state.requestTrace.route(route.method, route.pattern.source);
     // A static route matched as written changes nothing the request's JSON holds (its trigger already
     // names that path and method, it has no params): the text built for onRequest stays good.
-    const unchanged = apiRequest.trigger.path === route.pattern.source && apiRequest.trigger.method === route.method && !hasKeys(apiRequest.path_params) && !hasKeys(match.match.params);
+    const unchanged = apiRequest.trigger.path === route.apiPath && apiRequest.trigger.method === route.method && !hasKeys(apiRequest.path_params) && !hasKeys(match.match.params);
     apiRequest.path_params = match.match.params;
-    apiRequest.trigger = { type: 'http', path: route.pattern.source, method: route.method };
+    // trigger.path is the pattern as the worker registered it (iii's registered path), not normalized.
+    apiRequest.trigger = { type: 'http', path: route.apiPath, method: route.method };
     if (!unchanged) requestChanged(apiRequest);
     const matchedRoute = { function_id: route.functionId, path_pattern: route.pattern.source };
 
-    // preHandler: scoped middleware first, then the trigger's own middleware_function_ids in list order.
+    // preHandler middleware, then the condition, then the trigger's own middleware_function_ids in
+    // list order: iii runs a route's condition before its middleware (views.rs), so do we.
     const preHandlerIds = this.phases.selectIds(routing, 'preHandler', apiRequest.path, route.principal);
-    const preIds = route.middlewareFunctionIds === undefined ? preHandlerIds : [...preHandlerIds, ...route.middlewareFunctionIds];
-    const preHandler = preIds.length === 0 ? undefined : await this.phases.run(state, 'preHandler', preIds, { matchedRoute });
+    const preHandler = preHandlerIds.length === 0 ? undefined : await this.phases.run(state, 'preHandler', preHandlerIds, { matchedRoute });
     if (preHandler !== undefined) return this.finish(state, preHandler);
 
     if (route.conditionFunctionId !== undefined) {
@@ -232,6 +235,11 @@ export class HttpPipeline {
       }
     }
 
+    if (route.middlewareFunctionIds !== undefined && route.middlewareFunctionIds.length > 0) {
+      const routeMiddleware = await this.phases.run(state, 'preHandler', route.middlewareFunctionIds, { matchedRoute });
+      if (routeMiddleware !== undefined) return this.finish(state, routeMiddleware);
+    }
+
     const answer = await this.invokeHandler(state, route.functionId, apiRequest, route.metadata);
     if (answer.kind === 'streaming') return this.streamed(state, answer.ended);
     if (answer.kind === 'empty') return this.finish(state, { status: answer.status, headers: answer.headers, body: undefined });
@@ -240,6 +248,29 @@ export class HttpPipeline {
 
     const postIds = this.phases.selectIds(routing, 'postHandler', apiRequest.path, route.principal);
     this.finish(state, postIds.length === 0 ? responseReply(outcome.value, requestId) : await this.phases.postHandler(state, postIds, matchedRoute, outcome.value));
+  }
+
+  /**
+   * Over the concurrency limit: waits for a slot within the request's deadline, as iii does (504 when
+   * the deadline passes first); 503 OVERLOADED only when the waiting line is full. Returns whether the
+   * request holds a slot; when not, it has been answered.
+   */
+  private async waitForSlot(state: RequestState): Promise<boolean> {
+    const { requestId } = state;
+    if (!this.admission.canWait()) {
+      this.finish(state, errorReply('OVERLOADED', requestId, { headers: [['retry-after', RETRY_AFTER_SECONDS]] }));
+      return false;
+    }
+    const result = await this.admission.wait(state.deadline - performance.now(), () => state.res.destroyed || state.req.socket.destroyed);
+    if (result === 'admitted') return true;
+    if (result === 'gone') this.abort(state);
+    else if (result === 'closing') {
+      state.closeConnection = true;
+      this.finish(state, errorReply('SHUTTING_DOWN', requestId));
+    } else {
+      this.finish(state, errorReply('TIMEOUT', requestId, { message: 'The request deadline passed while it waited for a concurrency slot' }));
+    }
+    return false;
   }
 
   /** Calls the handler with its request_body and response channels, when this engine has channels. */
@@ -276,12 +307,17 @@ export class HttpPipeline {
     return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), spanOptions(span, { deadline: state.deadline, requestId: state.requestId })));
   }
 
-  private async notFound(state: RequestState, apiRequest: ApiRequest): Promise<void> {
+  /**
+   * No route for this request. `allow`: the path is bound for these methods only, answered 405 with
+   * `Allow` (as iii does) unless a not_found_function takes every unmatched request (the spec).
+   */
+  private async notFound(state: RequestState, apiRequest: ApiRequest, allow: readonly string[] | undefined): Promise<void> {
     const fallback = this.config.notFoundFunction;
     if (fallback === undefined || !this.deps.invoker.has(fallback)) {
       if (fallback !== undefined) {
-        this.deps.logger.warn({ functionId: fallback, requestId: state.requestId }, 'not_found_function is not served by any worker; default 404 sent');
+        this.deps.logger.warn({ functionId: fallback, requestId: state.requestId }, 'not_found_function is not served by any worker; default answer sent');
       }
+      if (allow !== undefined) return this.finish(state, errorReply('METHOD_NOT_ALLOWED', state.requestId, { headers: [['allow', allow.join(', ')]] }));
       return this.finish(state, errorReply('NOT_FOUND', state.requestId));
     }
     const outcome = await this.invoke(fallback, apiRequest, state, 'not_found');
@@ -303,6 +339,9 @@ export class HttpPipeline {
     }
     if (!res.headersSent && !res.destroyed) writeReply(res, reply, state.engineHeaders);
     if (reply.errorCode !== undefined) this.deps.metrics?.errorReply(reply.errorCode);
+    if (reply.droppedHeaders !== undefined) {
+      this.deps.logger.warn({ requestId: state.requestId, functionId: state.route?.functionId, dropped: reply.droppedHeaders }, 'invalid response headers dropped; the rest was sent');
+    }
     this.log(state, reply.status);
     try {
       this.phases.onResponse(state, reply);

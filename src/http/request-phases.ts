@@ -69,7 +69,11 @@ export class RequestPhases {
     return answer.kind === 'reply' ? answer.reply : responseReply(answer.value, state.requestId);
   }
 
-  /** `respond` becomes the answer; a failure becomes 500 MIDDLEWARE_FAILED; `continue` is undefined. */
+  /**
+   * `respond` becomes the answer; a middleware that threw is answered as iii does (500, the worker's
+   * code and message, e.g. `invocation_failed`); any other failure is 500 MIDDLEWARE_FAILED;
+   * `continue` is undefined.
+   */
   private answerFromPhase(state: RequestState, phase: MiddlewarePhase, outcome: PhaseOutcome): PhaseAnswer | undefined {
     if (outcome.kind === 'continue') return undefined;
     if (outcome.kind === 'respond') return { kind: 'response', value: outcome.response };
@@ -77,6 +81,7 @@ export class RequestPhases {
       { requestId: state.requestId, phase, functionId: outcome.functionId, reason: outcome.reason },
       'middleware failed',
     );
+    if (outcome.failure !== undefined) return { kind: 'reply', reply: failureReply(outcome.failure, state.requestId) };
     return {
       kind: 'reply',
       reply: errorReply('MIDDLEWARE_FAILED', state.requestId, { message: `middleware ${outcome.functionId} failed in ${phase}` }),

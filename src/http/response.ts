@@ -14,6 +14,8 @@ export interface HttpReply {
   body: string | Buffer | undefined;
   /** The error envelope's code, when this reply is one (engine code or the worker's own): metrics. */
   errorCode?: string;
+  /** Handler headers left out because they were invalid (logged as a warning when the reply is sent). */
+  droppedHeaders?: readonly string[];
 }
 
 export type MapResult = { ok: true; reply: HttpReply } | { ok: false; message: string };
@@ -42,31 +44,48 @@ export function addResponseHeader(out: [string, string][], name: string, value: 
   return undefined;
 }
 
-function mapHeaders(raw: unknown, out: [string, string][]): string | undefined {
-  if (raw === undefined || raw === null) return undefined;
+/**
+ * The handler's headers into `out`. An invalid header (a name that is not a token, a value with CR, LF
+ * or another control character, an item that is not "Name: value") is dropped and described in
+ * `dropped`; the rest are sent, as iii does (types.rs skips invalid headers with a warning). Nothing
+ * invalid ever reaches the wire.
+ */
+function mapHeaders(raw: unknown, out: [string, string][], dropped: string[]): void {
+  if (raw === undefined || raw === null) return;
   if (Array.isArray(raw)) {
     for (const item of raw) {
-      if (typeof item !== 'string') return 'headers array items must be "Name: value" strings';
+      if (typeof item !== 'string') {
+        dropped.push('headers array items must be "Name: value" strings');
+        continue;
+      }
       const colon = item.indexOf(':');
-      if (colon <= 0) return `header ${JSON.stringify(item)} is not "Name: value"`;
+      if (colon <= 0) {
+        dropped.push(`header ${JSON.stringify(item)} is not "Name: value"`);
+        continue;
+      }
       const problem = addResponseHeader(out, item.slice(0, colon).trim(), item.slice(colon + 1).trim());
-      if (problem !== undefined) return problem;
+      if (problem !== undefined) dropped.push(problem);
     }
-    return undefined;
+    return;
   }
   if (isRecord(raw)) {
     for (const [name, value] of Object.entries(raw)) {
       const values = Array.isArray(value) ? value : [value];
       for (const v of values) {
         const problem = addResponseHeader(out, name, v);
-        if (problem !== undefined) return problem;
+        if (problem !== undefined) dropped.push(problem);
       }
     }
-    return undefined;
+    return;
   }
-  return 'headers must be an object or an array of "Name: value" strings';
+  dropped.push('headers must be an object or an array of "Name: value" strings');
 }
 
+/**
+ * A handler's ApiResponse as HTTP (docs/http.md#responses). As iii: no `body` sends `{}` and
+ * `body: null` sends `null` (both JSON; with the handler's own content type, `null` sends nothing),
+ * except for 204 and 304, which have no body (HEAD's is left out by Node).
+ */
 export function mapApiResponse(value: unknown): MapResult {
   if (!isRecord(value)) return { ok: false, message: 'handler result is not an ApiResponse object' };
   const rawStatus = value.status_code ?? 200;
@@ -74,15 +93,17 @@ export function mapApiResponse(value: unknown): MapResult {
     return { ok: false, message: `invalid status_code ${JSON.stringify(rawStatus)} (must be an integer 200-599)` };
   }
   const headers: [string, string][] = [];
-  const problem = mapHeaders(value.headers, headers);
-  if (problem !== undefined) return { ok: false, message: problem };
+  const dropped: string[] = [];
+  mapHeaders(value.headers, headers, dropped);
+  const reply = (body: string | undefined): MapResult => ({
+    ok: true,
+    reply: dropped.length === 0 ? { status: rawStatus, headers, body } : { status: rawStatus, headers, body, droppedHeaders: dropped },
+  });
 
-  const body = value.body;
-  if (body === undefined || body === null || rawStatus === 204 || rawStatus === 304) {
-    return { ok: true, reply: { status: rawStatus, headers, body: undefined } };
-  }
+  const body = value.body === undefined ? EMPTY_OBJECT : value.body;
+  if (rawStatus === 204 || rawStatus === 304) return reply(undefined);
   const hasContentType = headers.some(([name]) => name === 'content-type');
-  if (typeof body === 'string' && hasContentType) return { ok: true, reply: { status: rawStatus, headers, body } };
+  if (hasContentType && (typeof body === 'string' || body === null)) return reply(body ?? undefined);
   let json: string;
   try {
     json = JSON.stringify(body);
@@ -92,8 +113,10 @@ export function mapApiResponse(value: unknown): MapResult {
     return { ok: false, message: `body cannot be serialised as JSON: ${(err as Error).message}` };
   }
   if (!hasContentType) headers.push(['content-type', 'application/json']);
-  return { ok: true, reply: { status: rawStatus, headers, body: json } };
+  return reply(json);
 }
+
+const EMPTY_OBJECT = Object.freeze({});
 
 /** The error envelope for an engine code of src/errors.ts: its status, its message unless given. */
 export function errorReply(

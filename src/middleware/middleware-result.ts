@@ -5,9 +5,13 @@ export type MiddlewareResult =
   | { action: 'continue'; request?: Record<string, unknown>; context?: Record<string, unknown> }
   | { action: 'respond'; response: Record<string, unknown> };
 
-export type MiddlewareResultDecode = { ok: true; result: MiddlewareResult } | { ok: false; reason: string };
+/** `empty`: the middleware returned nothing, read as `continue` (as iii does, with a warning). */
+export type MiddlewareResultDecode = { ok: true; result: MiddlewareResult; empty?: true } | { ok: false; reason: string };
+
+const EMPTY: MiddlewareResultDecode = Object.freeze({ ok: true, result: Object.freeze({ action: 'continue' }), empty: true });
 
 export function decodeMiddlewareResult(value: unknown): MiddlewareResultDecode {
+  if (value === undefined || value === null) return EMPTY;
   if (!isPlainObject(value)) return { ok: false, reason: 'middleware returned no result object' };
   if (value.action === 'continue') {
     const { request, context } = value;

@@ -10,6 +10,8 @@ import { Router } from './router.js';
 export interface HttpRoute {
   method: string;
   pattern: PathPattern;
+  /** `api_path` as the worker registered it: the request's `trigger.path` (docs/http.md). */
+  apiPath: string;
   triggerId: string;
   functionId: string;
   ownerId: string;
@@ -231,6 +233,7 @@ export class RouteTable {
       const route: HttpRoute = {
         method: trigger.http.httpMethod,
         pattern: trigger.http.pattern,
+        apiPath: trigger.http.apiPath,
         triggerId: trigger.id,
         functionId: trigger.functionId,
         ownerId,
@@ -290,7 +293,7 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
   const compatible = (candidate: Candidate): boolean =>
     principalOf(candidate) === principal &&
     candidate.trigger.functionId === reference.trigger.functionId &&
-    candidate.trigger.http.apiPath === reference.trigger.http.apiPath;
+    candidate.trigger.http.pattern.source === reference.trigger.http.pattern.source;
   let winner: Candidate | undefined;
   for (const candidate of group) {
     if (candidate.departed) {

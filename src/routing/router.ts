@@ -20,6 +20,8 @@ export interface RouteMatch<T extends RouteTarget> {
 export type MatchResult<T extends RouteTarget> =
   | { kind: 'matched'; match: RouteMatch<T> }
   | { kind: 'not_found' }
+  /** The path is bound, but only for other methods: `allow` lists them (405 + Allow, as iii answers). */
+  | { kind: 'method_not_allowed'; allow: readonly string[] }
   | { kind: 'invalid_path' };
 
 interface TrieNode<T> {
@@ -89,13 +91,35 @@ export class Router<T extends RouteTarget> {
       values.length = 0;
       route = this.walk(this.root, segments, 0, 'GET', values);
     }
-    if (route === undefined) return { kind: 'not_found' };
+    if (route === undefined) return this.missed(segments);
     // Null prototype: a parameter named `__proto__` (a valid name) must stay plain data, not be dropped
     // by the Object.prototype setter; query params use null-prototype objects for the same reason.
     const params = Object.create(null) as Record<string, string>;
     const names = route.pattern.paramNames;
     for (let i = 0; i < names.length; i++) params[names[i] as string] = values[i] as string;
     return { kind: 'matched', match: { route, params } };
+  }
+
+  /** No route for the method: 405 when some route binds the path for another method, else 404. */
+  private missed(segments: string[]): MatchResult<T> {
+    const methods = new Set<string>();
+    this.methodsAt(this.root, segments, 0, methods);
+    if (methods.size === 0) return { kind: 'not_found' };
+    // A GET route serves HEAD too (match() falls back to it).
+    if (methods.has('GET')) methods.add('HEAD');
+    return { kind: 'method_not_allowed', allow: [...methods].sort() };
+  }
+
+  /** Every method bound at any node the path reaches (static and parameter branches alike). */
+  private methodsAt(node: TrieNode<T>, segments: string[], index: number, out: Set<string>): void {
+    if (index === segments.length) {
+      if (node.routes !== undefined) for (const method of node.routes.keys()) out.add(method);
+      return;
+    }
+    const segment = segments[index] as string;
+    const staticChild = node.statics?.get(segment);
+    if (staticChild !== undefined) this.methodsAt(staticChild, segments, index + 1, out);
+    if (node.param !== undefined && segment.length > 0) this.methodsAt(node.param, segments, index + 1, out);
   }
 
   private walk(node: TrieNode<T>, segments: string[], index: number, method: string, values: string[]): T | undefined {

@@ -6,7 +6,9 @@ import { HTTP_TOKEN, isPlainObject } from '../values.js';
 
 /** The two trigger types the HTTP module adds (http-module.md §6), validated at registration. */
 export interface HttpTriggerConfig {
+  /** `api_path` exactly as the worker sent it: the request's `trigger.path` (as iii gives it). */
   apiPath: string;
+  /** Parsed from `api_path` read as iii reads it (normalizeApiPath): what the router matches. */
   pattern: PathPattern;
   httpMethod: string;
   conditionFunctionId?: string;
@@ -37,11 +39,13 @@ const invalid = (message: string): TriggerValidation => ({ ok: false, code: 'inv
 const isObject = isPlainObject;
 
 function validateHttp(config: Record<string, unknown>, ignoreTrailingSlash: boolean): TriggerValidation {
-  const { api_path: apiPath, http_method: httpMethod } = config;
+  const { api_path: apiPath } = config;
   if (typeof apiPath !== 'string' || apiPath.length === 0) return invalid('http trigger needs config.api_path');
+  // No http_method serves GET, as iii reads the config (docs/http.md#routes).
+  const httpMethod = config.http_method ?? 'GET';
   if (typeof httpMethod !== 'string' || httpMethod.length === 0) return invalid('http trigger needs config.http_method');
   if (!TOKEN.test(httpMethod)) return invalid(`http_method "${httpMethod}" is not a valid HTTP method`);
-  const parsed = parsePathPattern(apiPath, ignoreTrailingSlash);
+  const parsed = parsePathPattern(normalizeApiPath(apiPath), ignoreTrailingSlash);
   if (!parsed.ok) return invalid(parsed.message);
   const http: HttpTriggerConfig = { apiPath, pattern: parsed.pattern, httpMethod: httpMethod.toUpperCase() };
   const condition = config.condition_function_id;
@@ -88,12 +92,12 @@ function validateMiddleware(config: Record<string, unknown>, ignoreTrailingSlash
 }
 
 /**
- * A trigger config as a worker sent it, with its paths normalized as iii does (normalizeApiPath):
- * `api_path` of an http trigger, `scope.path` of an http_middleware one. Other values are left for
- * validateTrigger to judge.
+ * A trigger config as a worker sent it, with its scope path normalized as iii does (normalizeApiPath)
+ * for an http_middleware trigger. An http trigger's `api_path` stays as sent (the request's
+ * `trigger.path` is the pattern as registered); validateTrigger reads it normalized. Other values are
+ * left for validateTrigger to judge.
  */
 export function normalizeTriggerPaths(triggerType: string, config: Record<string, unknown>): Record<string, unknown> {
-  if (triggerType === 'http' && typeof config.api_path === 'string') return { ...config, api_path: normalizeApiPath(config.api_path) };
   if (triggerType === 'http_middleware' && isObject(config.scope) && typeof config.scope.path === 'string') {
     return { ...config, scope: { ...config.scope, path: normalizeApiPath(config.scope.path) } };
   }

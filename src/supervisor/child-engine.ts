@@ -39,7 +39,8 @@ export function defaultAdvertiseHost(): string {
 /** The concurrency limit is per engine node; each child enforces its share. */
 function childConfig(config: EngineConfig): EngineConfig {
   const share = Math.max(1, Math.ceil(config.api.concurrencyRequestLimit / config.cluster.processes));
-  return { ...config, api: { ...config.api, concurrencyRequestLimit: share } };
+  const queueShare = Math.ceil(config.api.concurrencyQueueLimit / config.cluster.processes);
+  return { ...config, api: { ...config.api, concurrencyRequestLimit: share, concurrencyQueueLimit: queueShare } };
 }
 
 /** ioredis is loaded only in distributed mode: an embedded child saves ~9 MB of RSS without it. */

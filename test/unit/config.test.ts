@@ -39,6 +39,7 @@ const DEFAULTS: EngineConfig = {
     host: '0.0.0.0',
     defaultTimeoutMs: 30000,
     concurrencyRequestLimit: 1024,
+    concurrencyQueueLimit: 1024,
     bodyLimitBytes: 1048576,
     streamBodyLimitBytes: 0,
     trustProxy: false,
@@ -112,6 +113,7 @@ describe('RestApiModule', () => {
         host: '127.0.0.1',
         default_timeout: 5000,
         concurrency_request_limit: 10,
+        concurrency_queue_limit: 0,
         cors: { allowed_origins: ['https://app.example.com', '*'], allowed_methods: ['get', 'Post', 'DELETE'] },
         body_limit: 0,
         stream_body_limit: 1073741824,
@@ -131,6 +133,7 @@ describe('RestApiModule', () => {
       host: '127.0.0.1',
       defaultTimeoutMs: 5000,
       concurrencyRequestLimit: 10,
+      concurrencyQueueLimit: 0,
       cors: { allowedOrigins: ['https://app.example.com', '*'], allowedMethods: ['GET', 'POST', 'DELETE'] },
       bodyLimitBytes: 0,
       streamBodyLimitBytes: 1073741824,
@@ -376,7 +379,7 @@ describe('unknown keys', () => {
       {
         path: `${apiPath()}.config.verbose`,
         message:
-          'unknown key; allowed keys are port, host, default_timeout, concurrency_request_limit, cors, body_limit, stream_body_limit, trust_proxy, request_id_header, ignore_trailing_slash, not_found_function, middleware',
+          'unknown key; allowed keys are port, host, default_timeout, concurrency_request_limit, concurrency_queue_limit, cors, body_limit, stream_body_limit, trust_proxy, request_id_header, ignore_trailing_slash, not_found_function, middleware',
       },
     ]);
   });

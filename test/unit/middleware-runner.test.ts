@@ -317,7 +317,13 @@ describe('MiddlewareRunner: failures', () => {
       { a: () => ({ ok: false, failure: { source: 'worker', code: 'invocation_failed', message: 'boom' } }), b: proceed() },
       ['a', 'b'],
     );
-    expect(outcome).toStrictEqual({ kind: 'failed', functionId: 'a', reason: 'invocation_failed: boom', timedOut: false });
+    expect(outcome).toStrictEqual({
+      kind: 'failed',
+      functionId: 'a',
+      reason: 'invocation_failed: boom',
+      timedOut: false,
+      failure: { source: 'worker', code: 'invocation_failed', message: 'boom' },
+    });
     expect(invoker.invoked).toEqual(['a']);
   });
 
@@ -334,12 +340,10 @@ describe('MiddlewareRunner: failures', () => {
 
     // A worker that happens to use the code TIMEOUT is a worker error, not the deadline.
     const workerCode = await runOne({ a: () => ({ ok: false, failure: { source: 'worker', code: 'TIMEOUT', message: 'mine' } }) }, ['a']);
-    expect(workerCode.outcome).toStrictEqual({ kind: 'failed', functionId: 'a', reason: 'TIMEOUT: mine', timedOut: false });
+    expect(workerCode.outcome).toMatchObject({ kind: 'failed', functionId: 'a', reason: 'TIMEOUT: mine', timedOut: false });
   });
 
   const malformed: [string, unknown, string][] = [
-    ['undefined', undefined, 'middleware returned no result object'],
-    ['null', null, 'middleware returned no result object'],
     ['a string', 'continue', 'middleware returned no result object'],
     ['an array', [{ action: 'continue' }], 'middleware returned no result object'],
     ['true', true, 'middleware returned no result object'],
@@ -354,6 +358,15 @@ describe('MiddlewareRunner: failures', () => {
     ['continue with context as array', { action: 'continue', context: [1] }, 'continue.context must be an object'],
     ['continue with context as number', { action: 'continue', context: 3 }, 'continue.context must be an object'],
   ];
+  for (const value of [undefined, null]) {
+    it(`continues past a middleware that returns ${String(value)}, as iii does`, async () => {
+      const { outcome, invoker, request } = await runOne({ a: () => ok(value), b: proceed({ context: { b: 1 } }) }, ['a', 'b']);
+      expect(outcome).toStrictEqual({ kind: 'continue' });
+      expect(invoker.invoked).toEqual(['a', 'b']);
+      expect(request.context).toEqual({ b: 1 });
+    });
+  }
+
   for (const [name, value, reason] of malformed) {
     it(`fails on a malformed result: ${name}`, async () => {
       const { outcome, invoker, request } = await runOne({ a: () => ok(value), b: proceed({ context: { b: 1 } }) }, ['a', 'b']);

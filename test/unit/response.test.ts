@@ -7,6 +7,14 @@ import { errorReply, mapApiResponse, workerErrorReply, writeReply } from '../../
 
 const ok = (reply: HttpReply): MapResult => ({ ok: true, reply });
 
+/** The one header problem a response had: the header is left out, the response still sent. */
+function dropped(value: unknown): string | undefined {
+  const result = mapApiResponse(value);
+  if (!result.ok) throw new Error(`expected a response, got a rejection: ${result.message}`);
+  expect(result.reply.droppedHeaders).toHaveLength(1);
+  return result.reply.droppedHeaders?.[0];
+}
+
 function rejected(value: unknown): string {
   const result = mapApiResponse(value);
   if (result.ok) throw new Error(`expected a rejection, got ${JSON.stringify(result.reply)}`);
@@ -51,10 +59,10 @@ describe('mapApiResponse: status', () => {
 describe('mapApiResponse: headers', () => {
   it('accepts a map, lower-casing names and stringifying numbers and booleans', () => {
     expect(
-      mapApiResponse({ status_code: 200, headers: { 'X-Count': 3, 'X-Flag': true, 'Cache-Control': 'no-store' } }),
+      mapApiResponse({ status_code: 204, headers: { 'X-Count': 3, 'X-Flag': true, 'Cache-Control': 'no-store' } }),
     ).toStrictEqual(
       ok({
-        status: 200,
+        status: 204,
         headers: [
           ['x-count', '3'],
           ['x-flag', 'true'],
@@ -67,10 +75,10 @@ describe('mapApiResponse: headers', () => {
 
   it('accepts an array of "Name: value" strings, trimming around the colon, keeping colons in values', () => {
     expect(
-      mapApiResponse({ status_code: 200, headers: ['X-A: 1', 'Location:/next', '  X-Time :  12:30:00  '] }),
+      mapApiResponse({ status_code: 204, headers: ['X-A: 1', 'Location:/next', '  X-Time :  12:30:00  '] }),
     ).toStrictEqual(
       ok({
-        status: 200,
+        status: 204,
         headers: [
           ['x-a', '1'],
           ['location', '/next'],
@@ -82,9 +90,9 @@ describe('mapApiResponse: headers', () => {
   });
 
   it('keeps every Set-Cookie: map with an array value, and repeated array entries', () => {
-    expect(mapApiResponse({ status_code: 200, headers: { 'Set-Cookie': ['a=1; Path=/', 'b=2'] } })).toStrictEqual(
+    expect(mapApiResponse({ status_code: 204, headers: { 'Set-Cookie': ['a=1; Path=/', 'b=2'] } })).toStrictEqual(
       ok({
-        status: 200,
+        status: 204,
         headers: [
           ['set-cookie', 'a=1; Path=/'],
           ['set-cookie', 'b=2'],
@@ -92,9 +100,9 @@ describe('mapApiResponse: headers', () => {
         body: undefined,
       }),
     );
-    expect(mapApiResponse({ status_code: 200, headers: ['Set-Cookie: a=1', 'Set-Cookie: b=2'] })).toStrictEqual(
+    expect(mapApiResponse({ status_code: 204, headers: ['Set-Cookie: a=1', 'Set-Cookie: b=2'] })).toStrictEqual(
       ok({
-        status: 200,
+        status: 204,
         headers: [
           ['set-cookie', 'a=1'],
           ['set-cookie', 'b=2'],
@@ -109,26 +117,26 @@ describe('mapApiResponse: headers', () => {
     expect(mapApiResponse({ status_code: 204 })).toStrictEqual(ok({ status: 204, headers: [], body: undefined }));
   });
 
-  it('rejects CR, LF, NUL and other control characters in values, in both forms', () => {
-    expect(rejected({ headers: { 'X-A': 'a\r\nSet-Cookie: evil=1' } })).toBe(
+  it('drops a header with CR, LF, NUL or another control character in its value, in both forms', () => {
+    expect(dropped({ headers: { 'X-A': 'a\r\nSet-Cookie: evil=1' } })).toBe(
       'header X-A contains forbidden characters (CR, LF or control)',
     );
-    expect(rejected({ headers: { 'X-A': 'a\nb' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: { 'X-A': 'a\rb' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: { 'X-A': 'a\0b' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: { 'X-A': 'a\x7fb' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: { 'X-A': 'a\x01b' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: ['X-A: a\r\nb'] })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: ['X-A: a\0b'] })).toBe('header X-A contains forbidden characters (CR, LF or control)');
-    expect(rejected({ headers: { 'Set-Cookie': ['ok=1', 'bad=\n'] } })).toBe(
+    expect(dropped({ headers: { 'X-A': 'a\nb' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: { 'X-A': 'a\rb' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: { 'X-A': 'a\0b' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: { 'X-A': 'a\x7fb' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: { 'X-A': 'a\x01b' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: ['X-A: a\r\nb'] })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: ['X-A: a\0b'] })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: { 'Set-Cookie': ['ok=1', 'bad=\n'] } })).toBe(
       'header Set-Cookie contains forbidden characters (CR, LF or control)',
     );
   });
 
   it('allows tabs and Latin-1 bytes in values but not characters above U+00FF', () => {
-    expect(mapApiResponse({ headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9' } })).toStrictEqual(
+    expect(mapApiResponse({ status_code: 204, headers: { 'X-A': 'a\tb', 'X-B': 'caf\u00e9' } })).toStrictEqual(
       ok({
-        status: 200,
+        status: 204,
         headers: [
           ['x-a', 'a\tb'],
           ['x-b', 'caf\u00e9'],
@@ -136,34 +144,34 @@ describe('mapApiResponse: headers', () => {
         body: undefined,
       }),
     );
-    expect(rejected({ headers: { 'X-A': '\u20ac' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
+    expect(dropped({ headers: { 'X-A': '\u20ac' } })).toBe('header X-A contains forbidden characters (CR, LF or control)');
   });
 
-  it('rejects bad header names', () => {
-    expect(rejected({ headers: { 'X A': '1' } })).toBe('invalid header name "X A"');
-    expect(rejected({ headers: { 'X-A\r\n': '1' } })).toBe('invalid header name "X-A\\r\\n"');
-    expect(rejected({ headers: { '': '1' } })).toBe('invalid header name ""');
-    expect(rejected({ headers: { 'X(A)': '1' } })).toBe('invalid header name "X(A)"');
-    expect(rejected({ headers: { 'Caf\u00e9': '1' } })).toBe('invalid header name "Caf\u00e9"');
-    expect(rejected({ headers: ['X A: 1'] })).toBe('invalid header name "X A"');
+  it('drops a header with a bad name', () => {
+    expect(dropped({ headers: { 'X A': '1' } })).toBe('invalid header name "X A"');
+    expect(dropped({ headers: { 'X-A\r\n': '1' } })).toBe('invalid header name "X-A\\r\\n"');
+    expect(dropped({ headers: { '': '1' } })).toBe('invalid header name ""');
+    expect(dropped({ headers: { 'X(A)': '1' } })).toBe('invalid header name "X(A)"');
+    expect(dropped({ headers: { 'Caf\u00e9': '1' } })).toBe('invalid header name "Caf\u00e9"');
+    expect(dropped({ headers: ['X A: 1'] })).toBe('invalid header name "X A"');
   });
 
-  it('rejects malformed array entries and header containers', () => {
-    expect(rejected({ headers: ['no colon'] })).toBe('header "no colon" is not "Name: value"');
-    expect(rejected({ headers: [': empty name'] })).toBe('header ": empty name" is not "Name: value"');
-    expect(rejected({ headers: [['X-A', '1']] })).toBe('headers array items must be "Name: value" strings');
-    expect(rejected({ headers: [42] })).toBe('headers array items must be "Name: value" strings');
-    expect(rejected({ headers: 'X-A: 1' })).toBe('headers must be an object or an array of "Name: value" strings');
-    expect(rejected({ headers: 5 })).toBe('headers must be an object or an array of "Name: value" strings');
+  it('drops malformed array entries and header containers', () => {
+    expect(dropped({ headers: ['no colon'] })).toBe('header "no colon" is not "Name: value"');
+    expect(dropped({ headers: [': empty name'] })).toBe('header ": empty name" is not "Name: value"');
+    expect(dropped({ headers: [['X-A', '1']] })).toBe('headers array items must be "Name: value" strings');
+    expect(dropped({ headers: [42] })).toBe('headers array items must be "Name: value" strings');
+    expect(dropped({ headers: 'X-A: 1' })).toBe('headers must be an object or an array of "Name: value" strings');
+    expect(dropped({ headers: 5 })).toBe('headers must be an object or an array of "Name: value" strings');
   });
 
-  it('rejects header values that are not strings, finite numbers or booleans', () => {
-    expect(rejected({ headers: { 'X-A': Infinity } })).toBe('invalid value for header X-A');
-    expect(rejected({ headers: { 'X-A': -Infinity } })).toBe('invalid value for header X-A');
-    expect(rejected({ headers: { 'X-A': Number.NaN } })).toBe('invalid value for header X-A');
-    expect(rejected({ headers: { 'X-A': { v: 1 } } })).toBe('invalid value for header X-A');
-    expect(rejected({ headers: { 'X-A': null } })).toBe('invalid value for header X-A');
-    expect(rejected({ headers: { 'X-A': [1, { v: 1 }] } })).toBe('invalid value for header X-A');
+  it('drops header values that are not strings, finite numbers or booleans', () => {
+    expect(dropped({ headers: { 'X-A': Infinity } })).toBe('invalid value for header X-A');
+    expect(dropped({ headers: { 'X-A': -Infinity } })).toBe('invalid value for header X-A');
+    expect(dropped({ headers: { 'X-A': Number.NaN } })).toBe('invalid value for header X-A');
+    expect(dropped({ headers: { 'X-A': { v: 1 } } })).toBe('invalid value for header X-A');
+    expect(dropped({ headers: { 'X-A': null } })).toBe('invalid value for header X-A');
+    expect(dropped({ headers: { 'X-A': [1, { v: 1 }] } })).toBe('invalid value for header X-A');
   });
 
   it('drops headers the engine owns, in any case and in both forms', () => {
@@ -180,14 +188,14 @@ describe('mapApiResponse: headers', () => {
           'X-Kept': 'yes',
         },
       }),
-    ).toStrictEqual(ok({ status: 200, headers: [['x-kept', 'yes']], body: undefined }));
+    ).toStrictEqual(ok({ status: 200, headers: [['x-kept', 'yes'], ['content-type', 'application/json']], body: '{}' }));
     expect(mapApiResponse({ headers: ['content-length: 1', 'X-Kept: yes', 'CONNECTION: close'] })).toStrictEqual(
-      ok({ status: 200, headers: [['x-kept', 'yes']], body: undefined }),
+      ok({ status: 200, headers: [['x-kept', 'yes'], ['content-type', 'application/json']], body: '{}' }),
     );
   });
 
-  it('still validates engine-owned headers before dropping them', () => {
-    expect(rejected({ headers: { 'Content-Length': '1\r\n' } })).toBe(
+  it('still reports invalid engine-owned headers', () => {
+    expect(dropped({ headers: { 'Content-Length': '1\r\n' } })).toBe(
       'header Content-Length contains forbidden characters (CR, LF or control)',
     );
   });
@@ -233,9 +241,28 @@ describe('mapApiResponse: body', () => {
     expect(rejected({ status_code: 200, body: deep })).toBe('body cannot be serialised as JSON: Maximum call stack size exceeded');
   });
 
-  it('sends no body (and adds no content type) for a null or missing body', () => {
-    expect(mapApiResponse({ status_code: 200, body: null })).toStrictEqual(ok({ status: 200, headers: [], body: undefined }));
-    expect(mapApiResponse({ status_code: 202 })).toStrictEqual(ok({ status: 202, headers: [], body: undefined }));
+  it('sends {} for a missing body and null for a null one, as JSON, as iii does', () => {
+    expect(mapApiResponse({ status_code: 200, body: null })).toStrictEqual(ok({ status: 200, headers: [['content-type', 'application/json']], body: 'null' }));
+    expect(mapApiResponse({ status_code: 202 })).toStrictEqual(ok({ status: 202, headers: [['content-type', 'application/json']], body: '{}' }));
+    // The handler's own content type: a missing body is still {}, a null one sends nothing.
+    expect(mapApiResponse({ headers: { 'content-type': 'text/plain' } })).toStrictEqual(ok({ status: 200, headers: [['content-type', 'text/plain']], body: '{}' }));
+    expect(mapApiResponse({ headers: { 'content-type': 'text/plain' }, body: null })).toStrictEqual(ok({ status: 200, headers: [['content-type', 'text/plain']], body: undefined }));
+  });
+
+  it('leaves an invalid header out and sends the rest, saying why', () => {
+    const result = mapApiResponse({ status_code: 201, headers: ['X-Ok: 1', 'X-Evil: a\r\nInjected: yes', 42, 'Bad Name: x'], body: { a: 1 } });
+    expect(result).toStrictEqual(
+      ok({
+        status: 201,
+        headers: [['x-ok', '1'], ['content-type', 'application/json']],
+        body: '{"a":1}',
+        droppedHeaders: [
+          'header X-Evil contains forbidden characters (CR, LF or control)',
+          'headers array items must be "Name: value" strings',
+          'invalid header name "Bad Name"',
+        ],
+      }),
+    );
   });
 
   it('sends no body for 204 and 304 even when one is given', () => {

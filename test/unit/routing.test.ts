@@ -194,7 +194,7 @@ describe('Router', () => {
     ]);
     expect(outcome(r.match('GET', '/users/me'))).toEqual(['GET /users/:id', { id: 'me' }]);
     expect(outcome(r.match('POST', '/users/me'))).toEqual(['POST /users/me', {}]);
-    expect(outcome(r.match('POST', '/users/42'))).toBe('not_found');
+    expect(outcome(r.match('POST', '/users/42'))).toBe('method_not_allowed');
   });
 
   it('does not leak values from an abandoned branch into params', () => {
@@ -281,9 +281,9 @@ describe('Router', () => {
     ]);
     expect(outcome(r.match('HEAD', '/a'))).toEqual(['GET /a', {}]);
     expect(outcome(r.match('HEAD', '/b'))).toEqual(['HEAD /b', {}]);
-    expect(outcome(r.match('HEAD', '/c'))).toBe('not_found');
-    expect(outcome(r.match('OPTIONS', '/a'))).toBe('not_found');
-    expect(outcome(r.match('POST', '/a'))).toBe('not_found');
+    expect(outcome(r.match('HEAD', '/c'))).toBe('method_not_allowed');
+    expect(outcome(r.match('OPTIONS', '/a'))).toBe('method_not_allowed');
+    expect(outcome(r.match('POST', '/a'))).toBe('method_not_allowed');
   });
 
   it('HEAD fallback starts from fresh params', () => {
@@ -294,10 +294,13 @@ describe('Router', () => {
     expect(outcome(r.match('HEAD', '/1/y'))).toEqual(['GET /:b/y', { b: '1' }]);
   });
 
-  it('answers not_found for a method with no route (no 405)', () => {
-    const r = router([['POST', '/items']]);
-    expect(r.match('GET', '/items')).toStrictEqual({ kind: 'not_found' });
-    expect(r.match('post', '/items')).toStrictEqual({ kind: 'not_found' });
+  it('answers method_not_allowed with the bound methods for a path bound for other methods only', () => {
+    const r = router([['POST', '/items'], ['GET', '/items/:id'], ['DELETE', '/items/me']]);
+    expect(r.match('GET', '/items')).toStrictEqual({ kind: 'method_not_allowed', allow: ['POST'] });
+    expect(r.match('post', '/items')).toStrictEqual({ kind: 'method_not_allowed', allow: ['POST'] });
+    // Static and parameter branches both bind /items/me; GET also serves HEAD.
+    expect(r.match('PUT', '/items/me')).toStrictEqual({ kind: 'method_not_allowed', allow: ['DELETE', 'GET', 'HEAD'] });
+    expect(r.match('GET', '/other')).toStrictEqual({ kind: 'not_found' });
   });
 
   it('never matches an empty segment with a parameter', () => {
@@ -340,7 +343,7 @@ describe('Router', () => {
       method: string,
       path: string,
       ignoreTrailingSlash: boolean,
-    ): [string, Record<string, string>] | 'not_found' {
+    ): [string, Record<string, string>] | 'not_found' | 'method_not_allowed' {
       const normalized = ignoreTrailingSlash ? path.replace(/\/+$/, '') || '/' : path;
       const segments = normalized.slice(1).split('/').map((s) => decodeURIComponent(s));
       const attempt = (m: string): [string, Record<string, string>] | undefined => {
@@ -367,7 +370,10 @@ describe('Router', () => {
         });
         return [`${best.r.method} ${sourceOf(best.r.kinds)}`, params];
       };
-      return attempt(method) ?? (method === 'HEAD' ? attempt('GET') : undefined) ?? 'not_found';
+      const found = attempt(method) ?? (method === 'HEAD' ? attempt('GET') : undefined);
+      if (found !== undefined) return found;
+      // Bound for another method only: 405.
+      return METHODS.some((m) => attempt(m) !== undefined) ? 'method_not_allowed' : 'not_found';
     }
 
     for (const ignoreTrailingSlash of [false, true]) {
@@ -483,7 +489,7 @@ describe('RouteTable', () => {
     if (get.kind !== 'matched') return;
     expect(get.match.params).toEqual({ id: '42' });
     const { pattern: getPattern, ...getRoute } = get.match.route;
-    expect(getRoute).toStrictEqual({ method: 'GET', triggerId: 't1', functionId: 'api::get', ownerId: 'p1', principal: 'listener-0', workerId: 'w' });
+    expect(getRoute).toStrictEqual({ method: 'GET', apiPath: '/users/:id', triggerId: 't1', functionId: 'api::get', ownerId: 'p1', principal: 'listener-0', workerId: 'w' });
     expect(getPattern.source).toBe('/users/:id');
 
     const post = state.router.match('POST', '/users');
@@ -491,6 +497,7 @@ describe('RouteTable', () => {
     const { pattern: _p, ...postRoute } = post.match.route;
     expect(postRoute).toStrictEqual({
       method: 'POST',
+      apiPath: '/users',
       triggerId: 't2',
       functionId: 'api::post',
       ownerId: 'p1',
@@ -856,8 +863,8 @@ describe('RouteTable', () => {
     expect(served(state, 'GET', '/m2/x/items')).toBe('fn2');
     expect(served(state, 'POST', '/s9999')).toBe('fn9999');
     expect(served(state, 'POST', '/p9997/z')).toBe('fn9997');
-    expect(served(state, 'GET', '/p9997/z')).toBe('not_found');
-    expect(served(state, 'GET', '/s9999')).toBe('not_found');
+    expect(served(state, 'GET', '/p9997/z')).toBe('method_not_allowed');
+    expect(served(state, 'GET', '/s9999')).toBe('method_not_allowed');
     expect(served(state, 'GET', '/s10000')).toBe('not_found');
     for (let i = 0; i < 10_000; i += 997) {
       const method = i % 2 === 0 ? 'GET' : 'POST';

@@ -86,9 +86,6 @@ describe('validateTrigger: http', () => {
   });
 
   it('rejects an api_path the pattern parser refuses, with its message', () => {
-    expect(http({ api_path: 'users', http_method: 'GET' })).toStrictEqual(
-      invalid('api_path must be a string starting with "/"'),
-    );
     expect(http({ api_path: '/a/:1', http_method: 'GET' })).toStrictEqual(
       invalid('invalid parameter segment ":1" in api_path'),
     );
@@ -99,7 +96,7 @@ describe('validateTrigger: http', () => {
   });
 
   it('rejects a missing, empty or non-token http_method', () => {
-    for (const method of [undefined, '', 1, null]) {
+    for (const method of ['', 1]) {
       expect(http({ api_path: '/a', http_method: method })).toStrictEqual(invalid('http trigger needs config.http_method'));
     }
     expect(http({ api_path: '/a', http_method: 'GE T' })).toStrictEqual(
@@ -111,6 +108,18 @@ describe('validateTrigger: http', () => {
     expect(http({ api_path: '/a', http_method: 'GET/1' })).toStrictEqual(
       invalid('http_method "GET/1" is not a valid HTTP method'),
     );
+  });
+
+  it('serves GET when http_method is absent or null, as iii does', () => {
+    for (const config of [{ api_path: '/a' }, { api_path: '/a', http_method: null }]) {
+      const result = http(config);
+      expect(result.ok && result.spec.type === 'http' && result.spec.http.httpMethod).toBe('GET');
+    }
+  });
+
+  it('keeps api_path as registered and matches it with its leading slash, as iii reads it', () => {
+    const result = http({ api_path: 'users/:id', http_method: 'GET' });
+    expect(result.ok && result.spec.type === 'http' && [result.spec.http.apiPath, result.spec.http.pattern.source]).toEqual(['users/:id', '/users/:id']);
   });
 
   it('checks api_path before http_method', () => {
