@@ -35,6 +35,11 @@ export interface RegistrationConflict {
   workerId: string;
   id: string;
   reason: string;
+  /**
+   * The owner of the registration it lost to. When that is `ownerId` itself, the process that must
+   * refuse holds both sides and its view cannot be stale: it refuses at once (conflict-refusals.ts).
+   */
+  holderOwnerId: string;
 }
 
 /** An immutable view of the whole table; a request keeps the one it started with. */
@@ -307,6 +312,7 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
         ownerId: candidate.ownerId,
         workerId: candidate.trigger.workerId,
         id: candidate.trigger.id,
+        holderOwnerId: reference.ownerId,
         reason: `route ${candidate.trigger.http.httpMethod} ${candidate.trigger.http.apiPath} conflicts with ${reference.trigger.http.httpMethod} ${reference.trigger.http.apiPath}, registered earlier for function ${reference.trigger.functionId}${principalOf(candidate) === principal ? '' : ' by another principal'}; the earlier registration keeps the route`,
       });
       continue;
@@ -353,6 +359,7 @@ function holdersOfFunctions(snapshots: readonly OwnerSnapshot[], conflicts: Regi
         ownerId: snapshot.ownerId,
         workerId: fn.workerId,
         id: fn.id,
+        holderOwnerId: holders.get(fn.id)?.ownerId ?? snapshot.ownerId,
         reason: `function ${fn.id} is registered by another principal already`,
       });
     }

@@ -14,7 +14,9 @@ export interface ConflictHolder {
  * (route-table.ts, docs/security.md#route-ownership). A conflict must still hold CONFLICT_SETTLE_MS
  * after it was first seen: the table is eventually consistent, so a registration that looks like a
  * conflict only because a peer's newer snapshot (the holder left, or reconnected elsewhere) has not
- * arrived yet is not refused. Meanwhile the conflicting binding is not routed.
+ * arrived yet is not refused. Meanwhile the conflicting binding is not routed. A conflict with a
+ * registration this process holds itself cannot be stale: it is refused at once, as iii refuses a
+ * conflicting route when it is registered (docs/http.md#route-conflicts).
  */
 export class ConflictRefusals {
   /** Conflicts seen and waiting out the settle time, by kind, worker and id. */
@@ -33,6 +35,13 @@ export class ConflictRefusals {
     for (const conflict of state.conflicts) {
       if (conflict.ownerId !== this.ownerId) continue;
       const key = keyOf(conflict);
+      if (conflict.holderOwnerId === this.ownerId) {
+        const pending = this.pending.get(key);
+        if (pending !== undefined) clearTimeout(pending);
+        this.pending.delete(key);
+        this.refuse(conflict);
+        continue;
+      }
       if (this.pending.has(key)) continue;
       const timer = setTimeout(() => this.settle(key), CONFLICT_SETTLE_MS);
       timer.unref();
@@ -43,11 +52,15 @@ export class ConflictRefusals {
   private settle(key: string): void {
     this.pending.delete(key);
     const still = this.current().conflicts.find((conflict) => conflict.ownerId === this.ownerId && keyOf(conflict) === key);
-    const connection = still === undefined ? undefined : this.holder(still.workerId);
-    if (still === undefined || connection === undefined) return;
-    this.onRefused(still.kind);
-    if (still.kind === 'route') connection.dropConflictingTrigger(still.id, still.reason);
-    else connection.dropConflictingFunction(still.id, still.reason);
+    if (still !== undefined) this.refuse(still);
+  }
+
+  private refuse(conflict: RegistrationConflict): void {
+    const connection = this.holder(conflict.workerId);
+    if (connection === undefined) return;
+    this.onRefused(conflict.kind);
+    if (conflict.kind === 'route') connection.dropConflictingTrigger(conflict.id, conflict.reason);
+    else connection.dropConflictingFunction(conflict.id, conflict.reason);
   }
 
   close(): void {

@@ -109,6 +109,21 @@ describe('bad handler output', () => {
     expect(res.headers.injected).toBeUndefined();
   }
 
+  let droppedSeq = 0;
+  /**
+   * The invalid header is left out with a warning naming why, the rest of the answer is sent (as iii
+   * does), and nothing of the bad header reaches the wire.
+   */
+  async function expectDropped(result: string, message: string): Promise<void> {
+    const requestId = `dropped-${++droppedSeq}`;
+    const res = await raw(result, { 'x-request-id': requestId });
+    expect({ result, status: res.status, text: res.text }).toEqual({ result, status: 200, text: '1' });
+    expect(res.headers['x-a']).toBeUndefined();
+    expect(res.headers.injected).toBeUndefined();
+    const line = await engine.stdout.waitFor((l) => l.includes('invalid response headers dropped') && l.includes(`"${requestId}"`), 10_000);
+    expect((JSON.parse(line) as { dropped: string[] }).dropped).toEqual([message]);
+  }
+
   it('answers 502 INVALID_RESPONSE to every status_code that is not an integer 200-599', async () => {
     const statuses = ['0', '99', '100', '101', '199', '600', '1000', '-200', '200.5', '1e400', '"abc"', '"200"', 'true', '[200]', '{}'];
     for (const status of statuses) {
@@ -124,40 +139,40 @@ describe('bad handler output', () => {
     await keepsServing();
   });
 
-  it('answers 502 INVALID_RESPONSE to header values with CR, LF or other control characters (no header injection)', async () => {
+  it('drops header values with CR, LF or other control characters with a warning, and sends the rest (no header injection)', async () => {
     const forbidden = (name: string) => `header ${name} contains forbidden characters (CR, LF or control)`;
-    await expectInvalid('{"headers":{"X-A":"a\\r\\nInjected: yes"},"body":1}', forbidden('X-A'));
-    await expectInvalid('{"headers":{"X-A":"a\\nInjected: yes"},"body":1}', forbidden('X-A'));
-    await expectInvalid('{"headers":{"X-A":"a\\rInjected: yes"},"body":1}', forbidden('X-A'));
-    await expectInvalid('{"headers":{"X-A":"a\\u0000b"},"body":1}', forbidden('X-A'));
-    await expectInvalid('{"headers":{"X-A":"a\\u007fb"},"body":1}', forbidden('X-A'));
-    await expectInvalid('{"headers":{"Set-Cookie":["ok=1","bad=1\\r\\nInjected: yes"]},"body":1}', forbidden('Set-Cookie'));
-    await expectInvalid('{"headers":["X-A: a\\r\\nInjected: yes"],"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"a\\r\\nInjected: yes"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"a\\nInjected: yes"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"a\\rInjected: yes"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"a\\u0000b"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"a\\u007fb"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"Set-Cookie":["ok=1","bad=1\\r\\nInjected: yes"]},"body":1}', forbidden('Set-Cookie'));
+    await expectDropped('{"headers":["X-A: a\\r\\nInjected: yes"],"body":1}', forbidden('X-A'));
     // Above U+00FF (not a byte), a lone surrogate included.
-    await expectInvalid('{"headers":{"X-A":"\\u20ac"},"body":1}', forbidden('X-A'));
-    await expectInvalid('{"headers":{"X-A":"\\ud800"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"\\u20ac"},"body":1}', forbidden('X-A'));
+    await expectDropped('{"headers":{"X-A":"\\ud800"},"body":1}', forbidden('X-A'));
     await keepsServing();
   });
 
-  it('answers 502 INVALID_RESPONSE to header names that are not HTTP tokens', async () => {
+  it('drops header names that are not HTTP tokens with a warning', async () => {
     for (const name of ['X A', '', 'X-A\r\nInjected', 'X(A)', 'X:A', 'Caf\u00e9', '\ud800']) {
-      await expectInvalid(`{"headers":${JSON.stringify({ [name]: '1' })},"body":1}`, `invalid header name ${JSON.stringify(name)}`);
+      await expectDropped(`{"headers":${JSON.stringify({ [name]: '1' })},"body":1}`, `invalid header name ${JSON.stringify(name)}`);
     }
-    await expectInvalid('{"headers":["X A: 1"],"body":1}', 'invalid header name "X A"');
-    await expectInvalid('{"headers":[": empty name"],"body":1}', 'header ": empty name" is not "Name: value"');
-    await expectInvalid('{"headers":["no colon"],"body":1}', 'header "no colon" is not "Name: value"');
+    await expectDropped('{"headers":["X A: 1"],"body":1}', 'invalid header name "X A"');
+    await expectDropped('{"headers":[": empty name"],"body":1}', 'header ": empty name" is not "Name: value"');
+    await expectDropped('{"headers":["no colon"],"body":1}', 'header "no colon" is not "Name: value"');
     await keepsServing();
   });
 
-  it('answers 502 INVALID_RESPONSE to headers that are numbers, strings, objects, or hold values that are not text', async () => {
+  it('drops headers that are numbers, strings, objects, or hold values that are not text, with a warning', async () => {
     const container = 'headers must be an object or an array of "Name: value" strings';
-    await expectInvalid('{"headers":5,"body":1}', container);
-    await expectInvalid('{"headers":"X-A: 1","body":1}', container);
-    await expectInvalid('{"headers":true,"body":1}', container);
-    await expectInvalid('{"headers":[["X-A","1"]],"body":1}', 'headers array items must be "Name: value" strings');
-    await expectInvalid('{"headers":[42],"body":1}', 'headers array items must be "Name: value" strings');
+    await expectDropped('{"headers":5,"body":1}', container);
+    await expectDropped('{"headers":"X-A: 1","body":1}', container);
+    await expectDropped('{"headers":true,"body":1}', container);
+    await expectDropped('{"headers":[["X-A","1"]],"body":1}', 'headers array items must be "Name: value" strings');
+    await expectDropped('{"headers":[42],"body":1}', 'headers array items must be "Name: value" strings');
     for (const value of ['{"v":1}', 'null', '[{"v":1}]', '1e400', '-1e400']) {
-      await expectInvalid(`{"headers":{"X-A":${value}},"body":1}`, 'invalid value for header X-A');
+      await expectDropped(`{"headers":{"X-A":${value}},"body":1}`, 'invalid value for header X-A');
     }
     await keepsServing();
   });

@@ -20,7 +20,8 @@ describe('error responses', () => {
 
   beforeAll(async () => {
     ({ engine, worker } = await startInProcessWithHttpWorker({
-      api: { default_timeout: TIMEOUT_MS, concurrency_request_limit: 2, body_limit: BODY_LIMIT },
+      // No waiting line: a request over the limit is refused at once (the line itself: iii-http-parity.test.ts).
+      api: { default_timeout: TIMEOUT_MS, concurrency_request_limit: 2, concurrency_queue_limit: 0, body_limit: BODY_LIMIT },
     }));
   });
   afterAll(() => stopAll(worker, engine));
@@ -128,7 +129,7 @@ describe('error responses', () => {
     }
   });
 
-  it('answers 503 OVERLOADED with Retry-After beyond concurrency_request_limit, and recovers', async () => {
+  it('answers 503 OVERLOADED with Retry-After beyond concurrency_request_limit when the waiting line is full, and recovers', async () => {
     const slow = [1, 2].map((i) => http(`${engine.httpUrl}/slow?ms=1500`, { headers: { 'x-request-id': `ovl-${i}` } }));
     // Both are admitted and inside the handler: the limit (2) is used up.
     await Promise.all([1, 2].map((i) => worker.stdout.waitFor((line) => line === `slow-start ovl-${i}`, 5000, `slow ovl-${i}`)));
@@ -160,11 +161,19 @@ describe('error responses', () => {
     expect(elapsed).toBeLessThan(TIMEOUT_MS * 2);
   });
 
+  it.each([
+    ['a header value with CR/LF', '/bad-header-value'],
+    ['a header name that is not a token', '/bad-header-name'],
+  ])('drops %s and sends the rest of the response, as iii does', async (_what, path) => {
+    const res = await http(`${engine.httpUrl}${path}`);
+    expect([res.status, res.text]).toEqual([200, '{}']);
+    expect(res.headers.injected).toBeUndefined();
+    expect(res.headers['x-evil']).toBeUndefined();
+  });
+
   describe('502 INVALID_RESPONSE', () => {
     it.each([
       ['a status_code outside 200-599', '/bad-status'],
-      ['a header value with CR/LF', '/bad-header-value'],
-      ['a header name that is not a token', '/bad-header-name'],
       ['an undefined result', '/undefined'],
     ])('for %s', async (_what, path) => {
       const res = await http(`${engine.httpUrl}${path}`);

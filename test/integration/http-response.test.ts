@@ -79,12 +79,12 @@ describe('ApiResponse to HTTP', () => {
     expect(withBody.text).toBe('');
   });
 
-  it('sends nothing for a null body', async () => {
+  it('sends null as JSON for a null body, as iii does', async () => {
     const res = await http(`${engine.httpUrl}/null-body`);
     expect(res.status).toBe(200);
-    expect(res.text).toBe('');
-    expect(res.headers['content-length']).toBe('0');
-    expect(res.headers['content-type']).toBeUndefined();
+    expect(res.text).toBe('null');
+    expect(res.headers['content-length']).toBe('4');
+    expect(res.headers['content-type']).toBe('application/json');
   });
 
   it('adds the request id header to handler responses', async () => {

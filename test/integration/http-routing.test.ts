@@ -39,7 +39,7 @@ describe('routing with default config (ignore_trailing_slash false, no not_found
   });
 
   it('matches a :name segment to exactly one non-empty segment', async () => {
-    expectErrorEnvelope(await http(`${engine.httpUrl}/echo/a/b`), 404, 'NOT_FOUND');
+    expectErrorEnvelope(await http(`${engine.httpUrl}/echo/a/b/c`), 404, 'NOT_FOUND');
     expectErrorEnvelope(await http(`${engine.httpUrl}/echo/`), 404, 'NOT_FOUND');
   });
 
@@ -51,9 +51,10 @@ describe('routing with default config (ignore_trailing_slash false, no not_found
     expectErrorEnvelope(await http(`${engine.httpUrl}/literal/*/xy`), 404, 'NOT_FOUND');
   });
 
-  it('matches the method: the same path with another method is not found', async () => {
+  it('matches the method: the same path with another method is 405 with Allow, as iii answers', async () => {
     const res = await http(`${engine.httpUrl}/echo/abc`, { method: 'POST' });
-    expectErrorEnvelope(res, 404, 'NOT_FOUND');
+    expectErrorEnvelope(res, 405, 'METHOD_NOT_ALLOWED');
+    expect(res.headers.allow).toBe('GET, HEAD');
   });
 
   it('accepts a lower-case http_method in the trigger config', async () => {
@@ -97,7 +98,8 @@ describe('routing with default config (ignore_trailing_slash false, no not_found
 
   it('does not fall back to GET for HEAD when the path has no GET route', async () => {
     const res = await http(`${engine.httpUrl}/echo`, { method: 'HEAD' });
-    expect(res.status).toBe(404);
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('POST');
     expect(res.text).toBe('');
   });
 

@@ -283,19 +283,23 @@ describe('failing middleware', () => {
     ['x-act-req', 'throw', 'app::req', 'onRequest'],
     ['x-act-req2', 'raw:{"action":"skip"}', 'app::req2', 'onRequest'],
     ['x-act-pre', 'throw', 'app::pre', 'preHandler'],
-    ['x-act-pre', 'raw:null', 'app::pre', 'preHandler'],
     ['x-act-pre', 'raw:"continue"', 'app::pre', 'preHandler'],
     ['x-act-pre', 'raw:{"action":"respond"}', 'app::pre', 'preHandler'],
     ['x-act-pre', 'raw:{"action":"continue","context":[1]}', 'app::pre', 'preHandler'],
   ];
 
-  it('answers 500 MIDDLEWARE_FAILED in onRequest/preHandler (throws, bad results) and never calls the handler', async () => {
+  it('answers 500 in onRequest/preHandler (a throw with the worker\'s code, as iii; bad results MIDDLEWARE_FAILED) and never calls the handler', async () => {
     const before = await handlerCalls(engineA, 'app::phOk');
     for (const [header, act, fn, phase] of requestPhaseFailures) {
       const id = rid('fail');
       const res = await get(engineA, '/phases/ok/1', { 'x-request-id': id, [header]: act });
-      const envelope = expectErrorEnvelope(res, 500, 'MIDDLEWARE_FAILED');
-      expect(envelope.error.message).toBe(`middleware ${fn} failed in ${phase}`);
+      if (act === 'throw') {
+        const envelope = expectErrorEnvelope(res, 500, 'invocation_failed');
+        expect(envelope.error.message).toBe(`${fn} exploded`);
+      } else {
+        const envelope = expectErrorEnvelope(res, 500, 'MIDDLEWARE_FAILED');
+        expect(envelope.error.message).toBe(`middleware ${fn} failed in ${phase}`);
+      }
       const list = await waitForRecord(engineA, id, 'app::resp');
       // Nothing after the failed middleware ran (onResponse aside).
       expect(fns(list)).toEqual([...PHASE_TRAIL.slice(0, PHASE_TRAIL.indexOf(fn) + 1), 'app::resp']);
@@ -303,10 +307,16 @@ describe('failing middleware', () => {
     expect(await handlerCalls(engineA, 'app::phOk')).toBe(before);
   });
 
-  it('answers 500 MIDDLEWARE_FAILED when a postHandler middleware fails', async () => {
-    const res = await get(engineA, '/phases/ok/1', { 'x-act-post': 'throw' });
-    const envelope = expectErrorEnvelope(res, 500, 'MIDDLEWARE_FAILED');
-    expect(envelope.error.message).toBe('middleware app::post failed in postHandler');
+  it('goes on past a middleware that returns nothing, as iii does', async () => {
+    const res = await get(engineA, '/phases/ok/1', { 'x-act-pre': 'raw:null' });
+    expect(res.status).toBe(200);
+  });
+
+  it('answers 500 when a postHandler middleware fails: the worker\'s code for a throw, MIDDLEWARE_FAILED for a bad result', async () => {
+    const thrown = expectErrorEnvelope(await get(engineA, '/phases/ok/1', { 'x-act-post': 'throw' }), 500, 'invocation_failed');
+    expect(thrown.error.message).toBe('app::post exploded');
+    const bad = expectErrorEnvelope(await get(engineA, '/phases/ok/1', { 'x-act-post': 'raw:{"action":"skip"}' }), 500, 'MIDDLEWARE_FAILED');
+    expect(bad.error.message).toBe('middleware app::post failed in postHandler');
   });
 
   it('fails the request when a patch nests deeper than 32 levels', async () => {
@@ -476,7 +486,7 @@ describe('middleware_function_ids', () => {
     expect(responded.json()).toStrictEqual({ responded_by: 'app::idsB', phase: 'preHandler', trail: ['app::idsScoped'] });
 
     const failed = await get(engineA, '/ids', { 'x-act-idsa': 'throw' });
-    expect(expectErrorEnvelope(failed, 500, 'MIDDLEWARE_FAILED').error.message).toBe('middleware app::idsA failed in preHandler');
+    expect(expectErrorEnvelope(failed, 500, 'invocation_failed').error.message).toBe('app::idsA exploded');
     expect(await handlerCalls(engineA, 'app::ids')).toBe(before);
 
     const missingBefore = await handlerCalls(engineA, 'app::idsMissing');

@@ -51,7 +51,7 @@ describe('worker protocol (raw ws client)', () => {
     w.send({ type: 'registertrigger', id: 'parked', trigger_type: 'queue', function_id: 'f::x', config: { topic: 'x' } });
     const cases: [string, Record<string, unknown>, string][] = [
       ['http', { http_method: 'GET' }, 'invalid_trigger_config'],
-      ['http', { api_path: '/x' }, 'invalid_trigger_config'],
+      ['http', { api_path: '/x', http_method: 7 }, 'invalid_trigger_config'],
       ['http', { api_path: 'query?in-path', http_method: 'GET' }, 'invalid_trigger_config'],
       ['http', { api_path: '/x', http_method: 'GE T' }, 'invalid_trigger_config'],
       ['http_middleware', { phase: 'sometimes' }, 'invalid_trigger_config'],

@@ -558,7 +558,9 @@ describe('RouteTable', () => {
       const state = table.current();
       expect(served(state, 'GET', '/a')).toBe('old');
       expect(state.router.size).toBe(1);
-      expect(state.conflicts.map(({ kind, ownerId, id }) => ({ kind, ownerId, id }))).toEqual([{ kind: 'route', ownerId: 'p2', id: 't2' }]);
+      expect(state.conflicts.map(({ kind, ownerId, id, holderOwnerId }) => ({ kind, ownerId, id, holderOwnerId }))).toEqual([
+        { kind: 'route', ownerId: 'p2', id: 't2', holderOwnerId: 'p1' },
+      ]);
       expect(state.conflicts[0]?.reason).toMatch(/route GET \/a conflicts with GET \/a, registered earlier for function old/);
     }
   });
@@ -577,7 +579,8 @@ describe('RouteTable', () => {
       ]),
     );
     expect(served(single.current(), 'GET', '/a')).toBe('f1');
-    expect(single.current().conflicts.map((c) => c.id)).toEqual(['t2']);
+    // Both sides on one owner: it decides alone, at once (conflict-refusals.ts).
+    expect(single.current().conflicts.map((c) => [c.id, c.ownerId, c.holderOwnerId])).toEqual([['t2', 'p', 'p']]);
   });
 
   it('replicas (same function, path and principal) share the route; the newest live one serves', () => {
