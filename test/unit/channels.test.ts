@@ -218,8 +218,8 @@ describe('api_path as iii reads it', () => {
     expect(normalizeApiPath('')).toBe('/');
   });
 
-  it('applies to http api_path and http_middleware scope.path, and nothing else', () => {
-    expect(normalizeTriggerPaths('http', { api_path: 'a/:id', http_method: 'GET' })).toEqual({ api_path: '/a/:id', http_method: 'GET' });
+  it('applies to http_middleware scope.path; an http api_path stays as registered (trigger.path), read normalized by validateTrigger', () => {
+    expect(normalizeTriggerPaths('http', { api_path: 'a/:id', http_method: 'GET' })).toEqual({ api_path: 'a/:id', http_method: 'GET' });
     expect(normalizeTriggerPaths('http_middleware', { phase: 'onRequest', scope: { path: 'api/*' } })).toEqual({ phase: 'onRequest', scope: { path: '/api/*' } });
     const odd = { api_path: 7 };
     expect(normalizeTriggerPaths('http', odd)).toBe(odd);

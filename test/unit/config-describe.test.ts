@@ -27,6 +27,7 @@ describe('describeConfig', () => {
       'host',
       'default_timeout',
       'concurrency_request_limit',
+      'concurrency_queue_limit',
       'cors',
       'cors.allowed_origins',
       'cors.allowed_methods',

@@ -47,7 +47,7 @@ describe('checkSnapshot', () => {
     ['function without id', { ...valid, functions: [{ workerId: 'w' }] }],
     ['trigger without fields', { ...valid, triggers: [{ type: 'http' }] }],
     ['trigger of unknown type', { ...valid, triggers: [{ ...valid.triggers[0], type: 'cron' }] }],
-    ['http trigger with a bad path', { ...valid, triggers: [{ ...valid.triggers[0], http: { apiPath: 'nope', httpMethod: 'GET' } }] }],
+    ['http trigger with a bad path', { ...valid, triggers: [{ ...valid.triggers[0], http: { apiPath: '/nope?x', httpMethod: 'GET' } }] }],
     ['middleware with a bad phase', { ...valid, triggers: [{ ...valid.triggers[1], middleware: { phase: 'never', priority: 0 } }] }],
     ['non-numeric seq', { ...valid, triggers: [{ ...valid.triggers[0], seq: null }] }],
     ['endpoint port out of range', { ...valid, endpoint: { nodeId: 'n', host: 'h', port: 70000 } }],
@@ -55,7 +55,7 @@ describe('checkSnapshot', () => {
     ['departed not an array', { ...valid, departed: {} }],
     ['departed worker without id', { ...valid, departed: [{ functionIds: [], triggers: [] }] }],
     ['departed function id not a string', { ...valid, departed: [{ workerId: 'w', functionIds: [7], triggers: [] }] }],
-    ['departed trigger with a bad path', { ...valid, departed: [{ workerId: 'w', functionIds: [], triggers: [{ ...valid.triggers[0], http: { apiPath: 'nope', httpMethod: 'GET' } }] }] }],
+    ['departed trigger with a bad path', { ...valid, departed: [{ workerId: 'w', functionIds: [], triggers: [{ ...valid.triggers[0], http: { apiPath: '/nope?x', httpMethod: 'GET' } }] }] }],
   ])('refuses %s', (_name, snapshot) => {
     const checked = checkSnapshot(JSON.parse(JSON.stringify(snapshot)), false);
     expect(checked.ok).toBe(false);
