@@ -54,11 +54,12 @@ async function main(): Promise<void> {
     return;
   }
 
-  const [{ ConfigError }, { loadConfigFile }, { Primary }, { exposedListeners }] = await Promise.all([
+  const [{ ConfigError }, { loadConfigFile }, { Primary }, { exposedListeners }, { explainBindFailure }] = await Promise.all([
     import('../config/config-error.js'),
     import('../config/load.js'),
     import('../supervisor/primary.js'),
     import('../config/exposure.js'),
+    import('../config/listener-keys.js'),
   ]);
   let loaded;
   try {
@@ -103,7 +104,7 @@ async function main(): Promise<void> {
     drainGraceMs: DRAIN_GRACE_MS,
     execArgv: process.execArgv,
     onFatal: (code, message) => {
-      process.stderr.write(`switchyard: ${code}: ${message}\n`);
+      process.stderr.write(`switchyard: ${code}: ${code === 'LISTEN_FAILED' ? explainBindFailure(config, message) : message}\n`);
       stopping = true;
       void primary.shutdown().finally(() => {
         logger.flush();
@@ -140,7 +141,8 @@ async function main(): Promise<void> {
   } catch (err) {
     const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };
     if (listen.syscall === 'listen') {
-      process.stderr.write(`switchyard: LISTEN_FAILED: cannot bind ${listen.address ?? '?'}:${listen.port ?? '?'} (${listen.code ?? listen.message})\n`);
+      const message = `cannot bind ${listen.address ?? '?'}:${listen.port ?? '?'} (${listen.code ?? listen.message})`;
+      process.stderr.write(`switchyard: LISTEN_FAILED: ${explainBindFailure(config, message)}\n`);
     }
     primaryLogger.fatal({ err }, 'startup failed');
     logger.flush();

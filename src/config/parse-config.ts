@@ -29,6 +29,7 @@ import type {
 import type { AdminConfig, ApiConfig, ClusterConfig, EngineConfig, FunctionFilter, HttpFunctionsConfig, IiiModuleName, ObservabilityConfig, RbacConfig, WorkersConfig } from './types.js';
 import { III_MODULE_SCHEMAS } from './modules/iii-module-schemas.js';
 import { isPlainObject } from '../values.js';
+import { isOtherIiiModule, suggestModuleId } from './module-suggestion.js';
 
 type PlainObject = Record<string, unknown>;
 
@@ -140,7 +141,10 @@ export function parseConfig(input: unknown): EngineConfig {
     }
     const key = moduleClass !== undefined ? CLASS_TO_KEY.get(moduleClass) : (NAME_TO_KEY.get(id) ?? MODULE_NAME_ALIASES[id]);
     if (key === undefined) {
-      skip(id);
+      const near = isOtherIiiModule(id) ? undefined : suggestModuleId(id);
+      // A near miss of a known name is a typo: starting on defaults without that module would hide it.
+      if (near !== undefined) issues.push({ path: `${label}.${name === undefined ? 'class' : 'name'}`, message: `unknown module "${id}"; did you mean "${near}"?` });
+      else skip(id);
       continue;
     }
     const first = firstAt.get(key);

@@ -4,6 +4,7 @@ import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AdminConfig } from '../config/types.js';
+import { CONSOLE_HTML, CONSOLE_SCRIPT } from './console-page.js';
 
 export interface AdminProbes {
   /** Listening and able to route. */
@@ -20,13 +21,27 @@ export interface AdminProbes {
   metrics?: () => Promise<{ contentType: string; body: string }>;
 }
 
+/** The console loads only its own script and fetches only this listener. */
+const CONSOLE_CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+function asset(res: ServerResponse, contentType: string, body: string): void {
+  res.writeHead(200, {
+    'content-type': contentType,
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-cache',
+    'content-security-policy': CONSOLE_CSP,
+    'x-content-type-options': 'nosniff',
+  });
+  res.end(body);
+}
+
 function json(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
 
-/** Health (`/healthz`: the process answers) and readiness (`/readyz`: send traffic here). */
+/** Health (`/healthz`: the process answers), readiness (`/readyz`: send traffic here), the console (`/`) and the views. */
 export class AdminServer {
   private readonly server: Server;
   private closing: Promise<void> | undefined;
@@ -39,6 +54,8 @@ export class AdminServer {
     this.server = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];
       if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'method not allowed' });
+      if (path === '/') return asset(res, 'text/html; charset=utf-8', CONSOLE_HTML);
+      if (path === '/console.js') return asset(res, 'text/javascript; charset=utf-8', CONSOLE_SCRIPT);
       if (path === '/healthz') return json(res, 200, { status: 'ok', ...probes.health?.() });
       if (path === '/readyz') {
         const ready = probes.ready();

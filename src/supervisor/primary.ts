@@ -16,6 +16,7 @@ import type { BusState } from './node-health.js';
 import { busState, nodeReady } from './node-health.js';
 import { moduleStoreSpecs } from '../modules/module-host.js';
 import { KvHost } from './kv-host.js';
+import { readySummary } from './ready-line.js';
 
 const RESTART_BASE_MS = 100;
 const RESTART_MAX_MS = 5000;
@@ -189,11 +190,14 @@ export class Primary {
     if (!this.announced && this.ready()) {
       this.announced = true;
       const ports: EnginePorts = status.ports;
+      const summary = readySummary(this.options.config, { http: ports.http, workers: ports.workers, admin: this.adminPort ?? this.options.config.admin.port });
       this.options.logger.info(
         {
           http: ports.http,
           workers: ports.workers,
           admin: this.adminPort,
+          urls: summary.urls,
+          next: summary.next,
           processes: this.slots.length,
           nodeId: this.bootstrap.nodeId,
           mode: this.options.config.cluster.redisUrl === undefined ? 'embedded' : 'redis',

@@ -105,8 +105,39 @@ describe('switchyard command line', () => {
       const p = run(['--config', file], ROOT, { HTTP_PORT: String(port) });
       expect((await p.exited).code).toBe(1);
       expect(p.stderr.lines.join('\n')).toContain('LISTEN_FAILED');
+      // The error names the config key to change.
+      expect(p.stderr.lines.join('\n')).toContain(`port ${port} is in use by another process; set iii-http port to another port`);
     } finally {
       blocker.close();
     }
+  });
+
+  it('refuses a module name close to a known one with "did you mean", and starts nothing', async () => {
+    const file = join(dir, 'typo.yaml');
+    await writeFile(file, 'workers:\n  - name: iii-htpp\n    config: { port: 3111 }\n');
+    const p = run(['--config', file]);
+    expect((await p.exited).code).toBe(1);
+    const stderr = p.stderr.lines.join('\n');
+    expect(stderr).toContain('CONFIG_INVALID');
+    expect(stderr).toContain('unknown module "iii-htpp"; did you mean "iii-http"?');
+  });
+
+  it('ends start-up with a ready line that gives the URLs and one next step', async () => {
+    const file = join(dir, 'first-screen.yaml');
+    await writeFile(file, LOOPBACK_EPHEMERAL);
+    const p = run(['--config', file, '--log-level', 'info']);
+    const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'), 20_000)) as {
+      http: number;
+      workers: number;
+      admin: number;
+      urls: { http: string; workers: string; console: string };
+      next: string;
+    };
+    expect(ready.urls).toEqual({ http: `http://127.0.0.1:${ready.http}/`, workers: `ws://127.0.0.1:${ready.workers}`, console: `http://127.0.0.1:${ready.admin}/` });
+    expect(ready.next).toContain(`connect a worker to ${ready.urls.workers}`);
+    // The URLs answer: the console page and the HTTP listener (404 with no route yet).
+    expect((await http(ready.urls.console)).status).toBe(200);
+    expect((await http(`${ready.urls.http}nothing-yet`)).status).toBe(404);
+    expect(await stopProcess(p, 'SIGINT')).toEqual({ code: 0, signal: null });
   });
 });
