@@ -38,7 +38,7 @@ describe('switchyard command line', () => {
     await import('node:fs/promises').then((fs) => fs.mkdir(cwd, { recursive: true }));
     await writeFile(join(cwd, 'config.yaml'), LOOPBACK_EPHEMERAL.replace('config: { host: 127.0.0.1 }', 'config: { host: 0.0.0.0 }'));
     const p = run(['--log-level', 'info'], cwd);
-    await p.stdout.waitFor((l) => l.includes('switchyard ready'));
+    await p.stdout.waitFor((l) => l.includes('switchyard ready'), 30_000);
     const warnings = p.stdout.json().filter((l) => l.msg?.toString().includes('reachable beyond loopback'));
     expect(warnings.map((l) => [l.listener, l.host])).toEqual([['workers', '0.0.0.0']]);
     expect(await stopProcess(p, 'SIGINT')).toEqual({ code: 0, signal: null });
@@ -49,7 +49,7 @@ describe('switchyard command line', () => {
     await import('node:fs/promises').then((fs) => fs.mkdir(cwd, { recursive: true }));
     await writeFile(join(cwd, 'config.yaml'), LOOPBACK_EPHEMERAL);
     const p = run(['--log-level', 'info'], cwd);
-    const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'))) as Record<string, unknown>;
+    const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'), 30_000)) as Record<string, unknown>;
     expect(ready.config).toMatch(/config\.yaml$/);
     expect(p.stdout.json().some((l) => l.msg?.toString().includes('skipped') && l.skippedModule === 'modules::stream::StreamModule')).toBe(true);
     // Every listener of this config is on loopback: no exposure warning.
@@ -126,7 +126,7 @@ describe('switchyard command line', () => {
     const file = join(dir, 'first-screen.yaml');
     await writeFile(file, LOOPBACK_EPHEMERAL);
     const p = run(['--config', file, '--log-level', 'info']);
-    const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'), 20_000)) as {
+    const ready = JSON.parse(await p.stdout.waitFor((l) => l.includes('switchyard ready'), 30_000)) as {
       http: number;
       workers: number;
       admin: number;
