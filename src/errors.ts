@@ -34,9 +34,17 @@ export const ENGINE_FAILURE_CODES = ['TIMEOUT', 'WORKER_DISCONNECTED', 'FUNCTION
 
 export type EngineFailureCode = (typeof ENGINE_FAILURE_CODES)[number];
 
-/** Codes sent to workers in `triggerregistrationresult.error` and `invocationresult.error`. */
+/**
+ * Codes the engine sends to workers in `triggerregistrationresult.error`, `invocationresult.error`
+ * and the `error` frame. Every error the engine makes for a worker is typed with one of these
+ * (EngineWireError, protocol/messages.ts); a worker's own error is relayed unchanged. To add one:
+ * a line here and a row in docs/errors.md (test/unit/errors-doc.test.ts checks both).
+ */
 export const WIRE_ERRORS = {
   invalid_trigger_config: 'The trigger config is invalid',
+  // iii's code (its SDKs answer it for a trigger type they do not provide).
+  trigger_type_not_found: 'A trigger names a built-in type the engine has no validator for',
+  unknown_error: "A worker's error that carried no code, relayed under this one",
   function_not_found: 'No connected worker serves this function',
   invocation_timeout: 'The invocation did not complete before its deadline',
   worker_disconnected: 'The worker serving the invocation disconnected',

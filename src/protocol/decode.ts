@@ -1,3 +1,4 @@
+import type { WireErrorCode } from '../errors.js';
 import type { InboundMessage, WireError } from './messages.js';
 import { isPlainObject } from '../values.js';
 
@@ -22,16 +23,19 @@ function invalid(reason: string): DecodeResult {
   return { kind: 'invalid', code: 'invalid_message', reason };
 }
 
+/** A worker's error without a code is relayed under this registered one. */
+const NO_CODE: WireErrorCode = 'unknown_error';
+
 function decodeWireError(v: unknown): WireError | undefined {
   if (v === undefined || v === null) return undefined;
   if (isObject(v)) {
-    const code = typeof v.code === 'string' && v.code.length > 0 ? v.code : 'unknown_error';
+    const code = typeof v.code === 'string' && v.code.length > 0 ? v.code : NO_CODE;
     const message = typeof v.message === 'string' ? v.message : JSON.stringify(v);
     const stacktrace = optString(v.stacktrace);
     return stacktrace === undefined ? { code, message } : { code, message, stacktrace };
   }
   // Some clients send a bare string or value as the error: keep it readable.
-  return { code: 'unknown_error', message: typeof v === 'string' ? v : JSON.stringify(v) };
+  return { code: NO_CODE, message: typeof v === 'string' ? v : JSON.stringify(v) };
 }
 
 /** Builds a message object with only the present optional fields (the wire omits rather than nulls). */

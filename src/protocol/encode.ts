@@ -1,4 +1,4 @@
-import type { OutboundMessage, WireError } from './messages.js';
+import type { OutboundMessage, OutboundWireError } from './messages.js';
 
 /** Encodes one outbound frame. Optional fields that are undefined are omitted by JSON.stringify. */
 export function encodeFrame(message: OutboundMessage): string {
@@ -19,7 +19,7 @@ export function encodeInvocation(invocationId: string, functionId: string, dataJ
 export function encodeInvocationResult(
   invocationId: string,
   functionId: string,
-  outcome: { ok: true; value: unknown } | { ok: false; error: WireError },
+  outcome: { ok: true; value: unknown } | { ok: false; error: OutboundWireError },
 ): string {
   return outcome.ok
     ? encodeFrame({ type: 'invocationresult', invocation_id: invocationId, function_id: functionId, result: outcome.value ?? undefined })

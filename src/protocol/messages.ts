@@ -3,11 +3,32 @@
  * snake_case as on the wire. Only the fields the engine reads are typed; unknown fields are ignored.
  */
 
+import type { WireErrorCode } from '../errors.js';
+
+/** An error as a worker sends it: any code. */
 export interface WireError {
   code: string;
   message: string;
   stacktrace?: string;
 }
+
+/** An error the engine itself sends to a worker: its code is in the registry (src/errors.ts WIRE_ERRORS). */
+export interface EngineWireError extends WireError {
+  code: WireErrorCode;
+}
+
+declare const relayedBrand: unique symbol;
+
+/** A worker's own error on its way, unchanged, to the worker that made the call (made by `relayed`). */
+export type RelayedWireError = WireError & { readonly [relayedBrand]: true };
+
+/** Marks a worker's error as relayed: the one way an error with a code outside the registry goes out. */
+export function relayed(error: WireError): RelayedWireError {
+  return error as RelayedWireError;
+}
+
+/** What the engine may put in an error it sends: its own registered code, or a worker's error relayed. */
+export type OutboundWireError = EngineWireError | RelayedWireError;
 
 export interface RegisterFunctionMessage {
   type: 'registerfunction';
@@ -135,11 +156,11 @@ export interface ProviderTriggerMessage {
   metadata?: Record<string, unknown>;
 }
 
-/** Every message the engine sends to a worker. */
+/** Every message the engine sends to a worker; the errors in it are typed (OutboundWireError). */
 export type OutboundMessage =
   | WorkerRegisteredMessage
-  | TriggerRegistrationResultMessage
+  | (Omit<TriggerRegistrationResultMessage, 'error'> & { error?: EngineWireError })
   | ProviderTriggerMessage
   | InvokeFunctionMessage
-  | InvocationResultMessage
+  | (Omit<InvocationResultMessage, 'error'> & { error?: OutboundWireError })
   | PongMessage;

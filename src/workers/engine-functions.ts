@@ -1,5 +1,4 @@
-import type { WireErrorCode } from '../errors.js';
-import type { WireError } from '../protocol/messages.js';
+import type { EngineWireError } from '../protocol/messages.js';
 
 /** Who called an engine function: the worker connection the call came in on. */
 export interface EngineCaller {
@@ -11,7 +10,7 @@ export interface EngineCaller {
 }
 
 /** An engine function's answer: a result, or a wire error (a registry code) as the worker will see it. */
-export type EngineFunctionResult = { ok: true; value: unknown } | { ok: false; error: WireError & { code: WireErrorCode } };
+export type EngineFunctionResult = { ok: true; value: unknown } | { ok: false; error: EngineWireError };
 
 export type EngineFunction = (data: unknown, caller: EngineCaller) => EngineFunctionResult | Promise<EngineFunctionResult>;
 

@@ -1,6 +1,7 @@
 import type { WireErrorCode } from '../errors.js';
 import type { EngineFailureCode, InvocationOutcome } from '../invocation/invoker.js';
-import type { WireError } from '../protocol/messages.js';
+import type { OutboundWireError } from '../protocol/messages.js';
+import { relayed } from '../protocol/messages.js';
 
 const WIRE_CODE_FOR_ENGINE_FAILURE: Record<EngineFailureCode, WireErrorCode> = {
   FUNCTION_UNAVAILABLE: 'function_not_found',
@@ -14,12 +15,12 @@ const WIRE_CODE_FOR_ENGINE_FAILURE: Record<EngineFailureCode, WireErrorCode> = {
  * worker's own error unchanged (its engine-side `source` tag stays behind), or the engine's failure
  * under its wire code.
  */
-export function callReply(outcome: InvocationOutcome): { ok: true; value: unknown } | { ok: false; error: WireError } {
+export function callReply(outcome: InvocationOutcome): { ok: true; value: unknown } | { ok: false; error: OutboundWireError } {
   if (outcome.ok) return outcome;
   const failure = outcome.failure;
   if (failure.source === 'engine') return { ok: false, error: { code: WIRE_CODE_FOR_ENGINE_FAILURE[failure.code], message: failure.message } };
   return {
     ok: false,
-    error: failure.stacktrace === undefined ? { code: failure.code, message: failure.message } : { code: failure.code, message: failure.message, stacktrace: failure.stacktrace },
+    error: relayed(failure.stacktrace === undefined ? { code: failure.code, message: failure.message } : { code: failure.code, message: failure.message, stacktrace: failure.stacktrace }),
   };
 }

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
+import type { WireErrorCode } from '../errors.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import type { Invoker } from '../invocation/invoker.js';
 import { encodeFrame } from '../protocol/encode.js';
@@ -240,7 +241,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
   }
 
   /** Tells the worker a trigger was refused (iii-sdk logs it); `asSent` is the registration as the worker sent it. */
-  private refuseTrigger(asSent: Pick<RegisterTriggerMessage, 'id' | 'trigger_type' | 'function_id'>, code: string, message: string): void {
+  private refuseTrigger(asSent: Pick<RegisterTriggerMessage, 'id' | 'trigger_type' | 'function_id'>, code: WireErrorCode, message: string): void {
     this.owner.send(
       encodeFrame({
         type: 'triggerregistrationresult',

@@ -10,6 +10,7 @@ import type { RemoteChannelOpener } from '../channels/channel-endpoint.js';
 import { CHANNEL_PATH_PREFIX, ChannelEndpoint } from '../channels/channel-endpoint.js';
 import type { ChannelRegistry } from '../channels/channel-registry.js';
 import type { WorkersConfig } from '../config/types.js';
+import type { EngineWireError } from '../protocol/messages.js';
 import { TIMEOUT_CHECK_INTERVAL_MS } from '../http/http-server.js';
 import type { WorkerConnectionDeps } from './worker-connection.js';
 import { WorkerConnection } from './worker-connection.js';
@@ -231,7 +232,8 @@ export class WorkerServer {
       if ('error' in result) {
         this.deps.onLimit?.('auth_refused');
         this.logger.warn({ remoteAddress, path: telemetry ? '/otel' : '/', reason: result.error }, 'worker refused by the auth function');
-        ws.send(JSON.stringify({ type: 'error', error: { code: 'AUTH_ERROR', message: result.error } }));
+        const error: EngineWireError = { code: 'AUTH_ERROR', message: result.error };
+        ws.send(JSON.stringify({ type: 'error', error }));
         ws.close();
         setTimeout(() => ws.terminate(), REFUSED_CLOSE_GRACE_MS).unref();
         return;

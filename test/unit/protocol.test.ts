@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { DecodeResult } from '../../src/protocol/decode.js';
 import { decodeFrame, decodeMessage } from '../../src/protocol/decode.js';
 import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../../src/protocol/encode.js';
-import type { InboundMessage } from '../../src/protocol/messages.js';
+import type { EngineWireError, InboundMessage } from '../../src/protocol/messages.js';
+import { relayed } from '../../src/protocol/messages.js';
 
 /** Decodes and insists on a message; returns it for exact comparison. */
 function message(frame: unknown): InboundMessage {
@@ -650,8 +651,21 @@ describe('encode', () => {
     ).toBe('{"type":"invocationresult","invocation_id":"i","function_id":"f","error":{"code":"function_not_found","message":"nope"}}');
   });
 
+  it('types the errors the engine sends: a code outside WIRE_ERRORS does not compile unless relayed', () => {
+    // Checked by `npm run typecheck`: removing the next line's directive makes it fail.
+    // @ts-expect-error 'no_such_code' is not a registered wire code (src/errors.ts)
+    const unregistered: EngineWireError = { code: 'no_such_code', message: 'm' };
+    const registered: EngineWireError = { code: 'trigger_type_not_found', message: 'm' };
+    expect(encodeInvocationResult('i', 'f', { ok: false, error: registered })).toContain('"code":"trigger_type_not_found"');
+    expect(unregistered.code).toBe('no_such_code');
+    const workersOwn = { code: 'workers_own', message: 'm' };
+    // @ts-expect-error a worker's own code goes out only through relayed()
+    expect(encodeInvocationResult('i', 'f', { ok: false, error: workersOwn })).toContain('workers_own');
+    expect(encodeInvocationResult('i', 'f', { ok: false, error: relayed(workersOwn) })).toContain('workers_own');
+  });
+
   it('round-trips: what the engine encodes for a worker, the decoder reads back', () => {
-    const encoded = encodeInvocationResult('i', 'f', { ok: false, error: { code: 'c', message: 'm' } });
+    const encoded = encodeInvocationResult('i', 'f', { ok: false, error: relayed({ code: 'c', message: 'm' }) });
     expect(decodeFrame(encoded)).toStrictEqual({
       kind: 'message',
       message: { type: 'invocationresult', invocation_id: 'i', function_id: 'f', error: { code: 'c', message: 'm' } },
