@@ -119,6 +119,7 @@ export const STARTUP_ERRORS = {
   LISTEN_FAILED: 'A listener could not bind its address',
   USAGE: 'Unknown command-line argument or missing value',
   START_FAILED: 'A child could not start for a reason other than binding',
+  UNSUPPORTED_RUNTIME: "This Node.js release does not feed its HTTP parser through the socket's data listener the framing guard replaces",
 } as const;
 
 /** Cluster-internal codes: in logs and on `err.code`, never in HTTP responses. */

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { ApiConfig } from '../config/types.js';
 import type { HttpErrorCode } from '../errors.js';
 import { FramingGuard } from './framing-guard.js';
+import { checkParserHook } from './parser-hook-check.js';
 import type { HttpPipeline } from './pipeline.js';
 import { resolveRequestId } from './request-id.js';
 import { errorReply } from './response.js';
@@ -63,7 +64,11 @@ export class HttpServer {
    */
   private guard(socket: Socket): void {
     const [nodeOnData] = socket.listeners('data') as ((chunk: Buffer) => void)[];
-    if (nodeOnData === undefined) return;
+    // checkParserHook() made sure at start that there is one; never serve a connection unguarded.
+    if (nodeOnData === undefined) {
+      socket.destroy();
+      return;
+    }
     socket.removeListener('data', nodeOnData);
     const guard = new FramingGuard();
     socket.on('data', (chunk: Buffer) => {
@@ -157,6 +162,7 @@ export class HttpServer {
   }
 
   async start(): Promise<number> {
+    checkParserHook();
     await listen(this.server, { port: this.config.port, host: this.config.host });
     const port = (this.server.address() as AddressInfo).port;
     this.logger.info({ host: this.config.host, port }, 'http listener started');
