@@ -46,9 +46,9 @@ async function connect(engine: EngineHandle, name: string): Promise<{ client: Cl
 /** A function that records what it is called with. */
 function recorder<T>(client: Client, id: string): T[] {
   const seen: T[] = [];
-  client.registerFunction(id, async (event: T) => {
+  client.registerFunction(id, (event: T) => {
     seen.push(event);
-    return {};
+    return Promise.resolve({});
   });
   return seen;
 }
@@ -57,7 +57,10 @@ function recorder<T>(client: Client, id: string): T[] {
 async function registered(client: Client, functionId: string): Promise<void> {
   await waitUntil(
     async () => {
-      const listed = (await client.trigger({ function_id: 'engine::registered-triggers::list', payload: { function_id: functionId } })) as { registered_triggers?: unknown[] };
+      const listed = await client.trigger<unknown, { registered_triggers?: unknown[] }>({
+        function_id: 'engine::registered-triggers::list',
+        payload: { function_id: functionId },
+      });
       return (listed.registered_triggers?.length ?? 0) > 0;
     },
     10_000,
