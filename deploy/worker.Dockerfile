@@ -24,7 +24,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY examples/package.json ./
-COPY examples/hello-worker.mjs examples/middleware-worker.mjs examples/replicated-worker.mjs ./
+COPY examples/hello-worker.mjs examples/middleware-worker.mjs examples/replicated-worker.mjs examples/sse-worker.mjs ./
 USER node
 ENTRYPOINT ["/usr/bin/tini", "-s", "--"]
 CMD ["node", "replicated-worker.mjs"]
