@@ -3,6 +3,7 @@ import { forwarded } from './forwarded.js';
 import { latency } from './latency.js';
 import { oneProcess } from './one-process.js';
 import { peers } from './peers.js';
+import { queue } from './queue.js';
 import { scaleMatch } from './scale-match.js';
 import { scaleRoutes } from './scale-routes.js';
 import { scaleWorkers } from './scale-workers.js';
@@ -18,5 +19,5 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
  * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming];
+  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue];
 }
