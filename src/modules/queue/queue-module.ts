@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { QueueConfig } from '../../config/queue-schema.js';
-import type { Invoker } from '../../invocation/invoker.js';
+import type { InvocationOutcome } from '../../invocation/invoker.js';
 import type { CustomTriggerRecord } from '../../routing/registrations.js';
 import type { EngineFunction } from '../../workers/engine-functions.js';
 import type { QueueBackend } from './queue-backend.js';
@@ -25,7 +24,8 @@ export interface QueueModuleOptions {
   backend: QueueBackend;
   /** How list_topics names the store (`builtin` or `redis`). */
   brokerType: string;
-  invoker: Invoker;
+  /** Calls a function wherever a worker serves it in the cluster. */
+  invoke: (functionId: string, data: unknown, options: { timeoutMs: number }) => Promise<InvocationOutcome>;
   logger: Logger;
   /** This process's metrics registry: the queue's gauges are added to it. */
   registry?: Registry;
@@ -121,17 +121,13 @@ export class QueueModule implements QueueFunctionsTarget {
   }
 
   private async run(job: QueueJob, conditionFunctionId?: string): Promise<AttemptOutcome> {
-    const options = {
-      deadline: performance.now() + RUN_TIMEOUT_MS,
-      ...(job.traceparent === undefined ? {} : { traceparent: job.traceparent }),
-      ...(job.baggage === undefined ? {} : { baggage: job.baggage }),
-    };
+    const options = { timeoutMs: RUN_TIMEOUT_MS };
     if (conditionFunctionId !== undefined) {
-      const condition = await this.options.invoker.invoke(conditionFunctionId, job.data, options);
+      const condition = await this.options.invoke(conditionFunctionId, job.data, options);
       if (!condition.ok) return { ok: false, error: `condition ${conditionFunctionId}: ${condition.failure.code}: ${condition.failure.message}` };
       if (condition.value === false) return { ok: true };
     }
-    const outcome = await this.options.invoker.invoke(job.functionId, job.data, options);
+    const outcome = await this.options.invoke(job.functionId, job.data, options);
     if (outcome.ok) return { ok: true };
     return { ok: false, error: `${outcome.failure.code}: ${outcome.failure.message}` };
   }
