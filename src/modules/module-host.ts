@@ -85,6 +85,8 @@ export class ModuleHost {
       leases: () => this.leases(),
       leaseMs: this.options.config.cluster.leaseMs,
       registry: this.options.registry,
+      cluster: { name: this.options.config.cluster.name, ...(this.options.config.cluster.redisUrl === undefined ? {} : { redisUrl: this.options.config.cluster.redisUrl }) },
+      ...(this.options.primary === undefined ? {} : { primary: this.options.primary }),
     };
   }
 

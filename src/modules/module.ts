@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { IpcChannel } from '../bus/ipc-channel.js';
 import type { IiiModuleName } from '../config/types.js';
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import type { EngineFunction } from '../workers/engine-functions.js';
@@ -55,6 +56,10 @@ export interface ModuleContext {
   readonly leaseMs: number;
   /** This process's Prometheus registry (aggregated across children by the primary). */
   readonly registry: Registry;
+  /** switchyard-cluster `name` and `redis_url` (a module with a store of its own, the queue, places it by these). */
+  readonly cluster: { readonly name: string; readonly redisUrl?: string };
+  /** A cluster child's IPC link to the primary (the queue's embedded store is held there). */
+  readonly primary?: IpcChannel;
 }
 
 export interface EngineModule {

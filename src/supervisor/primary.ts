@@ -17,6 +17,8 @@ import { busState, nodeReady } from './node-health.js';
 import { moduleStoreSpecs } from '../modules/module-host.js';
 import { KvHost } from './kv-host.js';
 import { readySummary } from './ready-line.js';
+import { embeddedQueueHost } from '../modules/queue/embedded-queue-host.js';
+import type { EmbeddedQueueHost } from '../modules/queue/embedded-queue-host.js';
 
 const RESTART_BASE_MS = 100;
 const RESTART_MAX_MS = 5000;
@@ -70,6 +72,8 @@ export class Primary {
   private readonly relay: IpcRelay;
   /** Embedded mode: the one copy of the modules' kv stores, and the cluster's leases (docs/modules.md). */
   private readonly kvHost: KvHost | undefined;
+  /** Embedded mode with iii-queue: the one copy of the queue's messages (docs/queue.md#embedded). */
+  private readonly queueHost: EmbeddedQueueHost | undefined;
   private readonly admin: AdminServer;
   private readonly bootstrap: Omit<ChildBootstrap, 'index'>;
   private shuttingDown = false;
@@ -86,6 +90,7 @@ export class Primary {
     if (config.cluster.redisUrl === undefined && Object.keys(config.modules).length > 0) {
       this.kvHost = new KvHost(moduleStoreSpecs(config), logger.child({ module: 'kv' }));
     }
+    this.queueHost = embeddedQueueHost(config, logger.child({ module: 'queue' }));
     this.bootstrap = {
       config,
       nodeId: config.cluster.nodeId ?? defaultNodeId(),
@@ -149,6 +154,7 @@ export class Primary {
   async start(): Promise<void> {
     // A file_based store that cannot be read stops the start: the engine must not run on an empty copy.
     this.kvHost?.start();
+    this.queueHost?.start();
     this.adminPort = await this.admin.start();
     cluster.setupPrimary({ execArgv: [...this.options.execArgv, ...this.options.config.cluster.childNodeArgs] });
     for (let index = 0; index < this.options.config.cluster.processes; index++) {
@@ -168,6 +174,7 @@ export class Primary {
     slot.startedAt = Date.now();
     this.relay.attach(channel);
     this.kvHost?.attach(channel);
+    this.queueHost?.attach(channel);
     worker.on('message', (message: unknown) => {
       if (isChildStatus(message)) this.onStatus(slot, message);
       else if (isAdminAnswer(message)) this.answer(message.id, message.data);
@@ -221,6 +228,7 @@ export class Primary {
     if (slot.channel !== undefined) {
       this.relay.detach(slot.channel);
       this.kvHost?.detach(slot.channel);
+      this.queueHost?.detach(slot.channel);
     }
     if (slot.worker !== worker) return;
     slot.worker = undefined;
@@ -284,6 +292,7 @@ export class Primary {
     await Promise.all(exits);
     clearTimeout(deadline);
     this.kvHost?.close();
+    await this.queueHost?.close();
     await this.admin.close();
   }
 }

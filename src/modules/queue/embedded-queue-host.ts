@@ -1,4 +1,7 @@
 import type { Logger } from 'pino';
+import type { EngineConfig } from '../../config/types.js';
+import { queueModuleSchema, toQueueConfig } from '../../config/queue-schema.js';
+import { queuePlacement } from './queue-backend-factory.js';
 import type { IpcChannel } from '../../bus/ipc-channel.js';
 import { EmbeddedQueueStore } from './embedded-store.js';
 import type { QueueReplyMessage, QueueRequestMessage } from './embedded-queue-link.js';
@@ -100,4 +103,12 @@ export class EmbeddedQueueHost {
     this.channels.clear();
     await this.store?.close();
   }
+}
+
+/** The primary's queue host when the config has `iii-queue` and its messages stay in the cluster (no Redis). */
+export function embeddedQueueHost(config: EngineConfig, logger: Logger): EmbeddedQueueHost | undefined {
+  const section = config.modules['iii-queue'];
+  if (section === undefined) return undefined;
+  const placement = queuePlacement(toQueueConfig(queueModuleSchema.parse(section)), config.cluster.redisUrl);
+  return placement.kind === 'embedded' ? new EmbeddedQueueHost(placement.dir, logger) : undefined;
 }

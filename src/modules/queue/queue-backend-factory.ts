@@ -20,19 +20,18 @@ export interface QueueBackendContext {
   clusterRedisUrl?: string;
   /** A cluster child's link to the primary, which holds the embedded store. */
   primary?: IpcChannel;
-  cwd: string;
   logger: Logger;
 }
 
 export type QueuePlacement = { kind: 'redis'; url: string } | { kind: 'embedded'; dir: string | undefined };
 
-/** Where the queue's messages live for this config (docs/queue.md#storage). */
-export function queuePlacement(config: QueueConfig, clusterRedisUrl: string | undefined, cwd: string): QueuePlacement {
+/** Where the queue's messages live for this config (docs/queue.md#storage); a relative path is the working directory's. */
+export function queuePlacement(config: QueueConfig, clusterRedisUrl: string | undefined): QueuePlacement {
   const { storage } = config;
   if (storage.kind === 'redis') return { kind: 'redis', url: storage.redisUrl ?? clusterRedisUrl ?? DEFAULT_REDIS_URL };
   if (storage.kind === 'auto' && clusterRedisUrl !== undefined) return { kind: 'redis', url: clusterRedisUrl };
   const file = storage.kind === 'builtin' ? storage.filePath : DEFAULT_QUEUE_FILE_PATH;
-  return { kind: 'embedded', dir: file === undefined ? undefined : resolve(cwd, file) };
+  return { kind: 'embedded', dir: file === undefined ? undefined : resolve(file) };
 }
 
 export interface CreatedBackend {
@@ -44,7 +43,7 @@ export interface CreatedBackend {
 
 /** The backend for one engine process. */
 export function createQueueBackend(config: QueueConfig, context: QueueBackendContext): CreatedBackend {
-  const placement = queuePlacement(config, context.clusterRedisUrl, context.cwd);
+  const placement = queuePlacement(config, context.clusterRedisUrl);
   if (placement.kind === 'redis') {
     const connection = new Redis(placement.url, {
       // BullMQ's workers block on the connection and need commands to wait out a reconnect.

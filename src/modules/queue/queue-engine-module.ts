@@ -1,0 +1,60 @@
+import type { EngineModule, ModuleContext, ModuleTrigger } from '../module.js';
+import { queueModuleSchema, toQueueConfig } from '../../config/queue-schema.js';
+import { createQueueBackend } from './queue-backend-factory.js';
+import type { CreatedBackend } from './queue-backend-factory.js';
+import { DURABLE_SUBSCRIBER_TRIGGER, QueueModule } from './queue-module.js';
+
+/**
+ * `iii-queue` as an engine module (docs/queue.md): builds the backend the config places the messages
+ * in, serves the queue's functions and the `durable:subscriber` trigger type, and hands the module
+ * every such trigger of the cluster after each table rebuild.
+ */
+export function createQueueEngineModule(context: ModuleContext): EngineModule {
+  const config = toQueueConfig(queueModuleSchema.parse(context.config));
+  const created: CreatedBackend = createQueueBackend(config, {
+    clusterName: context.cluster.name,
+    ...(context.cluster.redisUrl === undefined ? {} : { clusterRedisUrl: context.cluster.redisUrl }),
+    ...(context.primary === undefined ? {} : { primary: context.primary }),
+    logger: context.logger,
+  });
+  const module = new QueueModule({
+    config,
+    backend: created.backend,
+    brokerType: created.brokerType,
+    invoke: (functionId, data, options) => context.invoke(functionId, data, options),
+    logger: context.logger,
+    registry: context.registry,
+  });
+  let latest: readonly ModuleTrigger[] = [];
+  let started = false;
+  let applying: Promise<void> = Promise.resolve();
+  const apply = (): void => {
+    const triggers = latest;
+    applying = applying.then(() => module.subscribersChanged(triggers)).catch((err: unknown) => context.logger.error({ err }, 'durable subscribers could not be applied'));
+  };
+  return {
+    name: 'iii-queue',
+    triggerTypes: [
+      {
+        id: DURABLE_SUBSCRIBER_TRIGGER,
+        description: 'Runs the function for every message published to a durable topic (iii::durable::publish)',
+        validate: (triggerConfig) => (typeof triggerConfig.topic === 'string' && triggerConfig.topic !== '' ? undefined : 'durable:subscriber needs a non-empty topic'),
+      },
+    ],
+    functions: new Map(module.functions()),
+    triggersChanged(triggers) {
+      latest = triggers;
+      if (started) apply();
+    },
+    async start() {
+      await module.start();
+      started = true;
+      apply();
+    },
+    async close() {
+      await applying;
+      await module.close();
+      await created.release();
+    },
+  };
+}
