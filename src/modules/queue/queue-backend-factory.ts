@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import type { IpcChannel } from '../../bus/ipc-channel.js';
 import type { QueueConfig } from '../../config/queue-schema.js';
 import { DEFAULT_QUEUE_FILE_PATH } from '../../config/queue-schema.js';
-import { BullMqLanes } from './bullmq-lanes.js';
 import { EmbeddedQueueStore } from './embedded-store.js';
 import { IpcQueueStore } from './embedded-queue-link.js';
 import type { QueueBackend } from './queue-backend.js';
@@ -41,8 +40,8 @@ export interface CreatedBackend {
   release(): Promise<void>;
 }
 
-/** The backend for one engine process. */
-export function createQueueBackend(config: QueueConfig, context: QueueBackendContext): CreatedBackend {
+/** The backend for one engine process; BullMQ is loaded only when the queue is on Redis. */
+export async function createQueueBackend(config: QueueConfig, context: QueueBackendContext): Promise<CreatedBackend> {
   const placement = queuePlacement(config, context.clusterRedisUrl);
   if (placement.kind === 'redis') {
     const connection = new Redis(placement.url, {
@@ -53,6 +52,7 @@ export function createQueueBackend(config: QueueConfig, context: QueueBackendCon
     });
     connection.on('error', (err: Error) => context.logger.warn({ err: err.message }, 'queue Redis connection error'));
     const prefix = `${context.clusterName}:queue`;
+    const { BullMqLanes } = await import('./bullmq-lanes.js');
     const backend = new RedisBackend(new BullMqLanes(connection, `${prefix}:bq`, context.logger), new RedisFifoStore(connection, prefix), context.logger);
     return {
       backend,

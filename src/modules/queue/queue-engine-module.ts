@@ -1,6 +1,6 @@
 import type { EngineModule, ModuleContext, ModuleTrigger } from '../module.js';
 import { queueModuleSchema, toQueueConfig } from '../../config/queue-schema.js';
-import { createQueueBackend } from './queue-backend-factory.js';
+import { createQueueBackend, queuePlacement } from './queue-backend-factory.js';
 import type { CreatedBackend } from './queue-backend-factory.js';
 import { DURABLE_SUBSCRIBER_TRIGGER, QueueModule } from './queue-module.js';
 
@@ -11,16 +11,20 @@ import { DURABLE_SUBSCRIBER_TRIGGER, QueueModule } from './queue-module.js';
  */
 export function createQueueEngineModule(context: ModuleContext): EngineModule {
   const config = toQueueConfig(queueModuleSchema.parse(context.config));
-  const created: CreatedBackend = createQueueBackend(config, {
-    clusterName: context.cluster.name,
-    ...(context.cluster.redisUrl === undefined ? {} : { clusterRedisUrl: context.cluster.redisUrl }),
-    ...(context.primary === undefined ? {} : { primary: context.primary }),
-    logger: context.logger,
-  });
+  const placement = queuePlacement(config, context.cluster.redisUrl);
+  let created: CreatedBackend | undefined;
   const module = new QueueModule({
     config,
-    backend: created.backend,
-    brokerType: created.brokerType,
+    backend: async () => {
+      created = await createQueueBackend(config, {
+        clusterName: context.cluster.name,
+        ...(context.cluster.redisUrl === undefined ? {} : { clusterRedisUrl: context.cluster.redisUrl }),
+        ...(context.primary === undefined ? {} : { primary: context.primary }),
+        logger: context.logger,
+      });
+      return created.backend;
+    },
+    brokerType: placement.kind === 'redis' ? 'redis' : 'builtin',
     invoke: (functionId, data, options) => context.invoke(functionId, data, options),
     logger: context.logger,
     registry: context.registry,
@@ -54,7 +58,7 @@ export function createQueueEngineModule(context: ModuleContext): EngineModule {
     async close() {
       await applying;
       await module.close();
-      await created.release();
+      await created?.release();
     },
   };
 }

@@ -21,7 +21,8 @@ export const RUN_TIMEOUT_MS = 300_000;
 
 export interface QueueModuleOptions {
   config: QueueConfig;
-  backend: QueueBackend;
+  /** Made at start (the Redis one loads BullMQ, which a process without queues should not pay for). */
+  backend: () => Promise<QueueBackend>;
   /** How list_topics names the store (`builtin` or `redis`). */
   brokerType: string;
   /** Calls a function wherever a worker serves it in the cluster. */
@@ -50,6 +51,7 @@ export class QueueModule implements QueueFunctionsTarget {
   private readonly subscriberCounts = new Map<string, number>();
   readonly brokerType: string;
   private started = false;
+  private held: QueueBackend | undefined;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: QueueModuleOptions) {
@@ -76,7 +78,8 @@ export class QueueModule implements QueueFunctionsTarget {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    for (const settings of this.named.values()) await this.options.backend.consume(settings, (job) => this.run(job));
+    this.held = await this.options.backend();
+    for (const settings of this.named.values()) await this.held.consume(settings, (job) => this.run(job));
   }
 
   /**
@@ -112,11 +115,11 @@ export class QueueModule implements QueueFunctionsTarget {
     for (const lanes of next.values()) {
       for (const lane of lanes.values()) {
         wanted.add(lane.settings.lane);
-        await this.options.backend.consume(lane.settings, (job) => this.run(job, lane.conditionFunctionId));
+        await this.backend().consume(lane.settings, (job) => this.run(job, lane.conditionFunctionId));
       }
     }
     for (const lanes of before.values()) {
-      for (const lane of lanes.values()) if (!wanted.has(lane.settings.lane)) await this.options.backend.stopConsuming(lane.settings.lane);
+      for (const lane of lanes.values()) if (!wanted.has(lane.settings.lane)) await this.backend().stopConsuming(lane.settings.lane);
     }
   }
 
@@ -145,7 +148,7 @@ export class QueueModule implements QueueFunctionsTarget {
       if (value === null) throw new QueueInputError(`FIFO queue '${queue}': field '${field}' must not be null`);
       group = typeof value === 'string' ? value : JSON.stringify(value);
     }
-    await this.options.backend.enqueue(this.job(settings, receiptId, functionId, data, group, traceparent, baggage), settings);
+    await this.backend().enqueue(this.job(settings, receiptId, functionId, data, group, traceparent, baggage), settings);
   }
 
   async publish(topic: string, data: unknown): Promise<void> {
@@ -156,7 +159,7 @@ export class QueueModule implements QueueFunctionsTarget {
     }
     await Promise.all(
       [...lanes].map(([functionId, lane]) =>
-        this.options.backend.enqueue(this.job(lane.settings, randomUUID(), functionId, data, lane.settings.fifo ? SINGLE_GROUP : undefined), lane.settings),
+        this.backend().enqueue(this.job(lane.settings, randomUUID(), functionId, data, lane.settings.fifo ? SINGLE_GROUP : undefined), lane.settings),
       ),
     );
   }
@@ -192,23 +195,23 @@ export class QueueModule implements QueueFunctionsTarget {
   }
 
   deadLetters(lane: LaneSettings, offset: number, limit: number): Promise<DeadLetterView[]> {
-    return this.options.backend.deadLetters(lane, offset, limit);
+    return this.backend().deadLetters(lane, offset, limit);
   }
 
   redrive(lane: LaneSettings): Promise<number> {
-    return this.options.backend.redrive(lane);
+    return this.backend().redrive(lane);
   }
 
   redriveOne(lane: LaneSettings, id: string): Promise<boolean> {
-    return this.options.backend.redriveOne(lane, id);
+    return this.backend().redriveOne(lane, id);
   }
 
   discard(lane: LaneSettings, id: string): Promise<boolean> {
-    return this.options.backend.discard(lane, id);
+    return this.backend().discard(lane, id);
   }
 
   stats(lane: LaneSettings): Promise<LaneStats> {
-    return this.options.backend.stats(lane);
+    return this.backend().stats(lane);
   }
 
   /** Every lane with its display name: `name` for a queue, `topic/function` for a subscriber. */
@@ -224,7 +227,7 @@ export class QueueModule implements QueueFunctionsTarget {
     // Read from the store, so the same cluster-wide value on every process: the primary keeps the max.
     const fromStore = (name: string, help: string, pick: (stats: LaneStats) => number): void => {
       const lanes = (): [string, LaneSettings][] => this.allLanes();
-      const stats = (lane: LaneSettings): Promise<LaneStats> => this.options.backend.stats(lane);
+      const stats = (lane: LaneSettings): Promise<LaneStats> => this.backend().stats(lane);
       new Gauge({
         name,
         help,
@@ -248,8 +251,8 @@ export class QueueModule implements QueueFunctionsTarget {
     fromStore('switchyard_queue_dead_letters', 'Messages in a queue\'s dead-letter store (cluster-wide)', (s) => s.deadLetters);
     fromStore('switchyard_queue_retried', 'Failed attempts scheduled again, since the store was created (cluster-wide)', (s) => s.retried);
     fromStore('switchyard_queue_dead_lettered', 'Messages moved to the dead-letter store, since the store was created (cluster-wide)', (s) => s.deadLettered);
-    const backend = this.options.backend;
     const lanes = (): [string, LaneSettings][] => this.allLanes();
+    const running = (): Map<string, number> => this.held?.inFlightHere() ?? new Map<string, number>();
     new Gauge({
       name: 'switchyard_queue_running',
       help: 'Messages of a queue this process is running now (summed over processes)',
@@ -257,15 +260,20 @@ export class QueueModule implements QueueFunctionsTarget {
       registers,
       collect() {
         this.reset();
-        const here = backend.inFlightHere();
+        const here = running();
         for (const [label, lane] of lanes()) this.set({ queue: label }, here.get(lane.lane) ?? 0);
       },
     });
   }
 
+  private backend(): QueueBackend {
+    if (this.held === undefined) throw new Error('the queue is not started');
+    return this.held;
+  }
+
   /** Stops consuming (waiting briefly for what runs), then closes the store. Idempotent. */
   close(): Promise<void> {
-    this.closing ??= this.options.backend.close();
+    this.closing ??= this.held?.close() ?? Promise.resolve();
     return this.closing;
   }
 }
