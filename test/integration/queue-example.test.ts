@@ -76,7 +76,7 @@ for (const mode of ['embedded', 'redis'] as const) {
       expect(sent.json()).toEqual({ status: 'sent' });
       await waitUntil(async () => (await runs('queue::process-job')).length >= 3, 15_000, 'three process-job runs');
       const payloads = (await runs('queue::process-job')).map((r) => r.payload);
-      expect(payloads).toEqual(expect.arrayContaining([{ task: 'hello', priority: 1 }, { task: 'safe-job' }, { event: 'page_viewed' }]));
+      expect(payloads).toEqual(expect.arrayContaining([{ task: 'hello', priority: 1 }, { task: 'safe-job' }, expect.objectContaining({ event: 'page_viewed' })]));
     });
 
     it('queue-basic: enqueue to a queue that is not configured is refused, and the route answers 503', async () => {
