@@ -303,7 +303,7 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
   for (const candidate of group) {
     if (candidate.departed) {
       // A departed binding stands in until its principal registers the route again.
-      if (first === undefined && compatible(candidate) && (winner === undefined || preferable(candidate, winner))) winner = candidate;
+      if (first === undefined && compatible(candidate) && (winner === undefined || newer(candidate, winner))) winner = candidate;
       continue;
     }
     if (!compatible(candidate)) {
@@ -317,14 +317,16 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
       });
       continue;
     }
-    if (winner === undefined || winner.departed || preferable(candidate, winner)) winner = candidate;
+    if (winner === undefined || winner.departed || newer(candidate, winner)) winner = candidate;
   }
   return winner;
 }
 
-/** Live before dead, then newest. */
-function preferable(candidate: Candidate, held: Candidate): boolean {
-  if (candidate.live !== held.live) return candidate.live;
+/**
+ * Among compatible bindings (one function id, so all live or none: `live` never differs), the newer.
+ * The group is sorted by age, so only an exact tie keeps the one seen first.
+ */
+function newer(candidate: Candidate, held: Candidate): boolean {
   return byAge(candidate, held) > 0;
 }
 

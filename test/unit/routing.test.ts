@@ -954,3 +954,66 @@ describe('RouteTable: a departed binding that a live one took over', () => {
     expect(served(state, 'GET', '/only-v2')).toBe('api::v2');
   });
 });
+
+describe('RouteTable ownership arbitration (each decision)', () => {
+  const fn = (id: string, workerId: string, principal: string, registeredAt: number): FunctionRecord => ({ id, workerId, principal, registeredAt });
+  const owned = (ownerId: string, functions: FunctionRecord[], extra: Partial<OwnerSnapshot> = {}): OwnerSnapshot => ({ ownerId, version: 1, functions, triggers: [], ...extra });
+  const holderOf = (snapshots: OwnerSnapshot[]): { owners: readonly string[] | undefined; refused: string[] } => {
+    const table = new RouteTable(false);
+    for (const s of snapshots) table.applySnapshot(s);
+    const state = table.current();
+    return { owners: state.functionOwners.get('f'), refused: state.conflicts.filter((c) => c.kind === 'function').map((c) => `${c.ownerId}/${c.workerId}`) };
+  };
+
+  it('the older registration of a function holds it, whatever order the snapshots arrive in', () => {
+    const older = owned('p2', [fn('f', 'w2', 'A', 1)]);
+    const newer = owned('p1', [fn('f', 'w1', 'B', 2)]);
+    const expected = { owners: ['p2'], refused: ['p1/w1'] };
+    expect(holderOf([older, newer])).toEqual(expected);
+    expect(holderOf([newer, older])).toEqual(expected);
+  });
+
+  it('equal timestamps: the lower owner id holds, then the lower worker id, in either arrival order', () => {
+    const byOwner = [owned('p2', [fn('f', 'w1', 'A', 5)]), owned('p1', [fn('f', 'w9', 'B', 5)])];
+    expect(holderOf(byOwner)).toEqual({ owners: ['p1'], refused: ['p2/w1'] });
+    expect(holderOf([...byOwner].reverse())).toEqual({ owners: ['p1'], refused: ['p2/w1'] });
+    const byWorker = [fn('f', 'w2', 'A', 5), fn('f', 'w1', 'B', 5)];
+    expect(holderOf([owned('p1', byWorker)])).toEqual({ owners: ['p1'], refused: ['p1/w2'] });
+    expect(holderOf([owned('p1', [...byWorker].reverse())])).toEqual({ owners: ['p1'], refused: ['p1/w2'] });
+  });
+
+  it("a departed worker keeps its function's principal through the grace: another principal cannot take it", () => {
+    const away = owned('p1', [], { departed: [{ workerId: 'w1', principal: 'A', since: 1, functionIds: ['f'], triggers: [] }] });
+    const taker = owned('p2', [fn('f', 'w2', 'B', 10)]);
+    expect(holderOf([away, taker])).toEqual({ owners: undefined, refused: ['p2/w2'] });
+    // Its own principal may come back (a reconnect), and a claim older than the departed one wins.
+    expect(holderOf([away, owned('p2', [fn('f', 'w2', 'A', 10)])])).toEqual({ owners: ['p2'], refused: [] });
+    expect(holderOf([away, owned('p2', [fn('f', 'w2', 'B', 0)])])).toEqual({ owners: ['p2'], refused: [] });
+  });
+
+  it('the same function on two path shapes of one method: another parameter name is a conflict, the same path a replica', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('t1', 'f', 'GET', '/items/:id', 1)]));
+    table.applySnapshot(snapshot('p2', 1, ['f'], [httpTrigger('t2', 'f', 'GET', '/items/:key', 2)]));
+    table.applySnapshot(snapshot('p3', 1, ['f'], [httpTrigger('t3', 'f', 'GET', '/items/:id', 3)]));
+    const state = table.current();
+    expect(state.conflicts.filter((c) => c.kind === 'route').map((c) => c.ownerId)).toEqual(['p2']);
+    expect(state.routes.map((r) => `${r.ownerId} ${r.pattern.source}`)).toEqual(['p3 /items/:id']);
+  });
+
+  it('a departed binding stands in for its route until its principal registers it again, the newest departed one first', () => {
+    const gone = (ownerId: string, at: number): OwnerSnapshot => ({
+      ownerId,
+      version: 1,
+      functions: [],
+      triggers: [],
+      departed: [{ workerId: `w-${ownerId}`, since: at, functionIds: ['f'], triggers: [httpTrigger(`t-${ownerId}`, 'f', 'GET', '/a', at)] }],
+    });
+    const table = new RouteTable(false);
+    table.applySnapshot(gone('p2', 2));
+    table.applySnapshot(gone('p1', 1));
+    expect(table.current().routes.map((r) => r.ownerId)).toEqual(['p2']);
+    table.applySnapshot(snapshot('p3', 1, ['f'], [httpTrigger('t3', 'f', 'GET', '/a', 5)]));
+    expect(table.current().routes.map((r) => r.ownerId)).toEqual(['p3']);
+  });
+});
