@@ -33,6 +33,7 @@ import { logFunctions } from './engine-functions/log.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
 import type { OtlpRelay } from './observability/otlp-relay.js';
 import { workerTelemetryRelay } from './observability/otlp-relay.js';
+import { WorkerLogPrinter, printsWorkerLogs, teeSinks } from './observability/worker-log-printer.js';
 import { clusterWorkerCount, routeWorkerCounts } from './observability/cluster-census.js';
 import type { Tracing } from './observability/tracing.js';
 import { createTracing } from './observability/tracing.js';
@@ -221,7 +222,12 @@ export class Engine {
       registry: this.channels,
       ...(peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => peers.openChannel(tag, request) }),
     };
-    const workerTelemetry = { counters: this.metrics, ...(this.relay === undefined ? {} : { sink: this.relay }) };
+    // Workers' log records are printed (iii's logs_console_output) and, with an exporter, relayed too.
+    const sinks = [
+      ...(printsWorkerLogs(config.observability) ? [new WorkerLogPrinter(logger.child({ module: 'worker-log' }))] : []),
+      ...(this.relay === undefined ? [] : [this.relay]),
+    ];
+    const workerTelemetry = { counters: this.metrics, ...(sinks.length === 0 ? {} : { sink: teeSinks(sinks) }) };
     const workerServer = (listener: WorkersConfig, index: number): WorkerServer =>
       new WorkerServer(listener, workerDeps, logger.child({ module: 'workers', ...(index === 0 ? {} : { listener: index }) }), workerChannels, workerTelemetry, index);
     this.workerServer = workerServer(config.workers, 0);

@@ -94,6 +94,11 @@ export class TelemetryIntake {
     }
   }
 
+  /** A frame read before the socket was attached (a telemetry socket that first looked like a worker). */
+  receive(data: WebSocket.RawData): void {
+    this.frame(data, true);
+  }
+
   close(code: number, reason: string): void {
     clearTimeout(this.resumeTimer);
     for (const entry of this.sockets) entry.ws.close(code, reason);

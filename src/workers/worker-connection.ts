@@ -44,7 +44,15 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   onLimit?: (kind: WorkerLimitKind) => void;
   /** The modules' trigger types (docs/modules.md). */
   engineTriggerTypes?: EngineTriggerTypes;
+  /**
+   * The connection sent a telemetry frame (`OTLP`/`MTRC`/`LOGS` prefix) while holding nothing: it is
+   * iii-sdk 0.9's telemetry socket, which dials `/` instead of `/otel`. The listener takes it over.
+   */
+  onTelemetrySocket?: (connection: WorkerConnection, frame: Buffer) => void;
 }
+
+/** A binary telemetry frame's prefixes (docs/protocol.md#telemetry); no JSON text starts with one. */
+const TELEMETRY_PREFIXES: ReadonlySet<string> = new Set(['OTLP', 'MTRC', 'LOGS']);
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
 export const REGISTER_WORKER_FUNCTION = 'engine::workers::register';
@@ -259,6 +267,10 @@ export class WorkerConnection implements HubMember {
 
   private dispatchFrame(data: WebSocket.RawData): void {
     const raw = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    if (raw.length >= 4 && TELEMETRY_PREFIXES.has(raw.toString('latin1', 0, 4)) && this.deps.onTelemetrySocket !== undefined && this.holdsNothing()) {
+      this.deps.onTelemetrySocket(this, raw);
+      return;
+    }
     const decoded = decodeFrame(raw);
     if (decoded.kind === 'invalid') {
       this.malformed({ code: decoded.code, reason: decoded.reason, bytes: raw.length });
@@ -357,6 +369,20 @@ export class WorkerConnection implements HubMember {
     } else {
       this.logger.info({ previousWorkerId: previousId }, 'worker reattached (previous connection already gone)');
     }
+  }
+
+  private holdsNothing(): boolean {
+    return this.functions.size === 0 && this.triggers.size === 0 && this.triggerTypes.size === 0 && this.customTriggers.size === 0 && this.pending.size === 0;
+  }
+
+  /**
+   * This connection turned out to be a telemetry socket: it leaves the hub quietly (it was never a
+   * worker) and stops reading; the caller hands its socket to the telemetry intake.
+   */
+  handOver(): WebSocket {
+    this.cleanup('telemetry socket');
+    for (const event of ['message', 'close', 'ping', 'pong', 'error'] as const) this.socket.removeAllListeners(event);
+    return this.socket;
   }
 
   /** Removes this connection at once (its registrations, its pending calls) and drops the socket. */

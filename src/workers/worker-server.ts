@@ -81,9 +81,13 @@ export class WorkerServer {
   private readonly accepted = new Set<WorkerConnection>();
   private readonly policy: ListenerPolicy;
 
+  private readonly deps: WorkerConnectionDeps;
+  /** The socket under each accepted connection's WebSocket (the telemetry intake throttles on it). */
+  private readonly rawSockets = new WeakMap<WorkerConnection, Duplex>();
+
   constructor(
     private readonly config: WorkersConfig,
-    private readonly deps: WorkerConnectionDeps,
+    deps: WorkerConnectionDeps,
     private readonly logger: Logger,
     channels?: WorkerServerChannels,
     telemetry: WorkerServerTelemetry = {},
@@ -97,6 +101,7 @@ export class WorkerServer {
       ...(config.middlewareFunctionId === undefined ? {} : { middlewareFunctionId: config.middlewareFunctionId }),
     };
     this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
+    this.deps = { ...deps, onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
     // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
     // past the engine's default deadline.
     const headersTimeout = Math.min(config.handshakeTimeoutMs, deps.workerCallTimeoutMs + 1000);
@@ -201,9 +206,34 @@ export class WorkerServer {
     }
     const connection = new WorkerConnection(ws, this.deps, remoteAddress, socket, session);
     this.accepted.add(connection);
+    this.rawSockets.set(connection, socket);
     ws.once('close', () => this.accepted.delete(connection));
     connection.start();
-    for (const frame of early) connection.receive(frame);
+    for (const [index, frame] of early.entries()) {
+      if (!this.accepted.has(connection)) {
+        // It became a telemetry socket on an earlier frame: the rest are telemetry too.
+        for (const rest of early.slice(index)) this.telemetry.receive(rest);
+        return;
+      }
+      connection.receive(frame);
+    }
+  }
+
+  /**
+   * iii-sdk 0.9 sends its telemetry on a socket of its own to `/`, not `/otel`: a connection whose
+   * first frames are telemetry is not a worker. It leaves the hub and is served as `/otel` is.
+   */
+  private takeTelemetrySocket(connection: WorkerConnection, frame: Buffer): void {
+    const raw = this.rawSockets.get(connection);
+    this.accepted.delete(connection);
+    const ws = connection.handOver();
+    this.logger.debug({ workerId: connection.id, remoteAddress: connection.remoteAddress }, 'connection on / is a telemetry socket (iii-sdk 0.9): served as /otel');
+    if (raw === undefined) {
+      ws.terminate();
+      return;
+    }
+    this.telemetry.attach(ws, raw);
+    this.telemetry.receive(frame);
   }
 
   /**
