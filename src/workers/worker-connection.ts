@@ -267,7 +267,8 @@ export class WorkerConnection implements HubMember {
 
   private dispatchFrame(data: WebSocket.RawData): void {
     const raw = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-    if (raw.length >= 4 && TELEMETRY_PREFIXES.has(raw.toString('latin1', 0, 4)) && this.deps.onTelemetrySocket !== undefined && this.holdsNothing()) {
+    // A JSON frame starts with `{` (or whitespace): only a frame starting O, M or L is looked at further.
+    if ((raw[0] === 0x4f || raw[0] === 0x4d || raw[0] === 0x4c) && raw.length >= 4 && TELEMETRY_PREFIXES.has(raw.toString('latin1', 0, 4)) && this.deps.onTelemetrySocket !== undefined && this.holdsNothing()) {
       this.deps.onTelemetrySocket(this, raw);
       return;
     }
