@@ -7,6 +7,7 @@ import { queue } from './queue.js';
 import { scaleMatch } from './scale-match.js';
 import { scaleRoutes } from './scale-routes.js';
 import { scaleWorkers } from './scale-workers.js';
+import { streamFanout } from './stream-fanout.js';
 import { streaming } from './streaming.js';
 import { telemetry } from './telemetry.js';
 import { twoProcesses } from './two-processes.js';
@@ -19,5 +20,5 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
  * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue];
+  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue, streamFanout];
 }

@@ -97,6 +97,7 @@ export class StreamServer {
     this.wss.handleUpgrade(request, socket, head, (ws: WebSocket) => {
       const client = new StreamClient(ws, context, this.clientDeps);
       this.clients.add(client);
+      this.logger.debug({ addr: addressOf(request), clients: this.clients.size }, 'stream client connected');
       ws.on('close', () => this.clients.delete(client));
     });
   }
