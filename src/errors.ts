@@ -89,7 +89,16 @@ export const WIRE_ERRORS = {
   UPDATE_ERROR: 'state::update could not apply the update',
   LIST_ERROR: 'state::list could not list the scope',
   LIST_GROUPS_ERROR: 'state::list_groups could not list the scopes',
-  VALUE_TOO_LARGE: "state::set's value is larger than iii-state max_value_bytes",
+  VALUE_TOO_LARGE: "state::set's value (or stream::set/send's data, stream::update's ops) is larger than the module's max_value_bytes",
+  STREAM_SET_ERROR: 'stream::set could not write the item (the store failed, or a custom stream failed or answered nothing)',
+  STREAM_GET_ERROR: 'stream::get could not read the item',
+  STREAM_DELETE_ERROR: 'stream::delete could not delete the item (the store or a custom stream failed)',
+  STREAM_UPDATE_ERROR: 'stream::update could not apply the ops (the store or a custom stream failed)',
+  STREAM_GET_GROUP_ERROR: 'stream::list could not list the group',
+  STREAM_LIST_GROUPS_ERROR: 'stream::list_groups could not list the groups',
+  STREAM_LIST_ALL_ERROR: 'stream::list_all could not list the streams',
+  STREAM_SEND_ERROR: 'stream::send could not send the event',
+  JSON_ERROR: "A custom stream's answer to stream::set/update has no new_value (iii's code)",
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;

@@ -81,6 +81,7 @@ export class ModuleHost {
       peerId: this.options.peerId,
       config,
       invoke: (functionId, data, options) => this.invoke(name, functionId, data, options),
+      hasFunction: (functionId) => this.options.invoker.has(functionId),
       kvStore: () => this.storeFor(config, logger),
       leases: () => this.leases(),
       leaseMs: this.options.config.cluster.leaseMs,

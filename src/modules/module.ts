@@ -48,6 +48,8 @@ export interface ModuleContext {
   readonly config: Readonly<Record<string, unknown>>;
   /** Calls a function wherever a worker serves it in the cluster (the engine's invoker). */
   invoke(functionId: string, data: unknown, options?: ModuleInvokeOptions): Promise<InvocationOutcome>;
+  /** Whether a connected worker anywhere in the cluster serves the function (iii-stream's custom streams). */
+  hasFunction(functionId: string): boolean;
   /** The store this module's `adapter` names; modules naming the same store share it. */
   kvStore(): KvStore;
   /** The cluster's leases (Redis in a distributed cluster, else the primary, else this process). */

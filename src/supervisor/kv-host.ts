@@ -112,6 +112,9 @@ export class KvHost {
         return store.listGroupsNow(text(0));
       case 'listNamespaces':
         return store.listNamespacesNow(text(0));
+      case 'notify':
+        store.notifyNow(text(0), text(1), text(2), args[3]);
+        return true;
       case 'watch': {
         let prefixes = attached.watching.get(request.store);
         if (prefixes === undefined) {

@@ -90,6 +90,10 @@ export class StubKvStore implements KvStore {
     return () => this.watchers.delete(entry);
   }
 
+  async notify(namespace: string, group: string, key: string, message: unknown): Promise<void> {
+    this.emit({ namespace, group, key, kind: 'message', old_value: undefined, new_value: message });
+  }
+
   async close(): Promise<void> {}
 }
 

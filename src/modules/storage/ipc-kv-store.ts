@@ -9,7 +9,7 @@ import { isPlainObject } from '../../values.js';
  * bus and status messages share.
  */
 
-export type KvOp = 'get' | 'set' | 'delete' | 'update' | 'list' | 'listGroups' | 'listNamespaces' | 'watch' | 'acquire' | 'release';
+export type KvOp = 'get' | 'set' | 'delete' | 'update' | 'list' | 'listGroups' | 'listNamespaces' | 'watch' | 'notify' | 'acquire' | 'release';
 
 export interface KvRequestMessage {
   sy: 'kv';
@@ -177,6 +177,10 @@ class IpcKvStore implements KvStore {
 
   watch(prefix: string, listener: KvChangeListener): () => void {
     return this.link.watch(this.storeId, prefix, listener);
+  }
+
+  async notify(namespace: string, group: string, key: string, message: unknown): Promise<void> {
+    await this.link.request(this.storeId, 'notify', [namespace, group, key, message]);
   }
 
   close(): Promise<void> {

@@ -50,12 +50,15 @@ export interface KvDeleteResult {
   old_value: unknown;
 }
 
-/** One applied write, as every process's watchers see it. `old_value` is undefined when created. */
+/**
+ * One applied write, as every process's watchers see it. `old_value` is undefined when created.
+ * Kind `message`: not a write but a `notify` (nothing stored; `new_value` is the message).
+ */
 export interface KvChange {
   namespace: string;
   group: string;
   key: string;
-  kind: 'created' | 'updated' | 'deleted';
+  kind: 'created' | 'updated' | 'deleted' | 'message';
   old_value: unknown;
   new_value: unknown;
 }
@@ -75,6 +78,12 @@ export interface KvStore {
   listNamespaces(prefix: string): Promise<string[]>;
   /** Listens to every applied write in the cluster whose namespace starts with `prefix`; returns the unsubscribe. */
   watch(prefix: string, listener: KvChangeListener): () => void;
+  /**
+   * Delivers `message` to the watchers of `namespace` on every process, as a change of kind
+   * `message`, storing nothing: the way a module sends what no write carries (stream::send), on the
+   * same path as the changes.
+   */
+  notify(namespace: string, group: string, key: string, message: unknown): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
 }

@@ -64,6 +64,10 @@ export class LazyRedisStore implements KvStore, LeaseStore {
     };
   }
 
+  async notify(namespace: string, group: string, key: string, message: unknown): Promise<void> {
+    return (await this.store()).notify(namespace, group, key, message);
+  }
+
   async acquire(name: string, holder: string, ttlMs: number): Promise<boolean> {
     return (await this.store()).acquire(name, holder, ttlMs);
   }

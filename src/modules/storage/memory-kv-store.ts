@@ -97,6 +97,17 @@ export class MemoryKvStore implements KvStore {
     return () => this.watchers.delete(entry);
   }
 
+  notify(namespace: string, group: string, key: string, message: unknown): Promise<void> {
+    this.notifyNow(namespace, group, key, message);
+    return Promise.resolve();
+  }
+
+  /** A message to the watchers; not a write (the file is not marked changed). */
+  notifyNow(namespace: string, group: string, key: string, message: unknown): void {
+    const change: KvChange = { namespace, group, key, kind: 'message', old_value: undefined, new_value: message };
+    for (const { prefix, listener } of this.watchers) if (namespace.startsWith(prefix)) listener(change);
+  }
+
   close(): Promise<void> {
     this.watchers.clear();
     return Promise.resolve();

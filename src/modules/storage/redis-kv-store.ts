@@ -211,6 +211,11 @@ export class RedisKvStore implements KvStore, LeaseStore {
     return () => this.watchers.delete(entry);
   }
 
+  /** On the changes' channel, so a process hears a key's messages and writes in the order published. */
+  async notify(namespace: string, group: string, key: string, message: unknown): Promise<void> {
+    await this.client.publish(this.channel, JSON.stringify([namespace, group, key, 'message', null, message ?? null]));
+  }
+
   /** One subscriber connection per store, opened at the first watch; ioredis resubscribes after a reconnect. */
   private subscribe(): void {
     if (this.subscriber !== undefined || this.closing !== undefined) return;
@@ -231,13 +236,13 @@ export class RedisKvStore implements KvStore, LeaseStore {
     if (!Array.isArray(parsed) || parsed.length !== 6) return;
     const [namespace, group, key, kind, oldValue, newValue] = parsed as [unknown, unknown, unknown, unknown, unknown, unknown];
     if (typeof namespace !== 'string' || typeof group !== 'string' || typeof key !== 'string') return;
-    if (kind !== 'created' && kind !== 'updated' && kind !== 'deleted') return;
+    if (kind !== 'created' && kind !== 'updated' && kind !== 'deleted' && kind !== 'message') return;
     const change: KvChange = {
       namespace,
       group,
       key,
       kind,
-      old_value: kind === 'created' ? undefined : oldValue,
+      old_value: kind === 'created' || kind === 'message' ? undefined : oldValue,
       new_value: kind === 'deleted' ? undefined : newValue,
     };
     for (const watcher of this.watchers) {

@@ -2,7 +2,7 @@ import type { KvChange, KvStore } from '../storage/kv-store.js';
 import { STREAM_NAMESPACE_PREFIX } from './stream-functions.js';
 import type { SubscriptionRegistry } from './subscription-registry.js';
 import type { StreamMessage } from './stream-wire.js';
-import { streamMessage } from './stream-wire.js';
+import { isStreamMessage, streamMessage } from './stream-wire.js';
 
 /**
  * Carries stream messages that no store write carries (`stream::send`, a custom stream's writes) to
@@ -24,6 +24,9 @@ export function changeToMessage(change: KvChange): StreamMessage | undefined {
     case 'created':
     case 'updated':
       return streamMessage(streamName, change.group, change.key, { type: some(change.old_value) ? 'update' : 'create', data: change.new_value ?? null });
+    case 'message':
+      // A broadcast (store-broadcast.ts): the message itself is the stream message.
+      return isStreamMessage(change.new_value) ? change.new_value : undefined;
   }
 }
 

@@ -25,6 +25,19 @@ export interface StreamMessage {
   event: StreamEvent;
 }
 
+/** What a broadcast carries, checked on arrival (it crossed a process boundary). */
+export function isStreamMessage(value: unknown): value is StreamMessage {
+  return (
+    isPlainObject(value) &&
+    value.type === 'stream' &&
+    typeof value.streamName === 'string' &&
+    typeof value.groupId === 'string' &&
+    (value.id === null || typeof value.id === 'string') &&
+    isPlainObject(value.event) &&
+    typeof value.event.type === 'string'
+  );
+}
+
 export function streamMessage(streamName: string, groupId: string, id: string | null, event: StreamEvent, timestamp = Date.now()): StreamMessage {
   return { type: 'stream', timestamp, streamName, groupId, id, event };
 }
