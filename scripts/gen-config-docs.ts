@@ -1,5 +1,6 @@
 /**
- * Regenerates the configuration reference in README.md from the config schemas:
+ * Regenerates the configuration reference in README.md from the config schemas, and the module pages'
+ * own sections (docs/stream.md between `<!-- stream-config:start/end -->`):
  *   npx tsx scripts/gen-config-docs.ts
  * Only the lines strictly between the two markers are replaced. Without a README or markers the
  * reference is printed instead, so it can be pasted by hand the first time.
@@ -45,4 +46,20 @@ async function main(): Promise<void> {
   process.stderr.write(`${readmePath}: configuration reference updated\n`);
 }
 
+/** A module page's own reference (its markers must be there: the page is ours). */
+async function modulePage(page: string, module: string, marker: string): Promise<void> {
+  const path = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'docs', page);
+  const text = await readFile(path, 'utf8');
+  const start = `<!-- ${marker}:start -->`;
+  const end = `<!-- ${marker}:end -->`;
+  const lines = text.split('\n');
+  const from = lines.findIndex((line) => line.trim() === start);
+  const to = lines.findIndex((line, index) => index > from && line.trim() === end);
+  if (from === -1 || to === -1) throw new Error(`${path} has no ${start} / ${end} markers`);
+  const updated = [...lines.slice(0, from + 1), renderConfigReference([module]).trimEnd(), ...lines.slice(to)].join('\n');
+  if (updated !== text) await writeFile(path, updated);
+  process.stderr.write(`${path}: ${updated === text ? 'already up to date' : 'configuration reference updated'}\n`);
+}
+
 await main();
+await modulePage('stream.md', 'iii-stream', 'stream-config');

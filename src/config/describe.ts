@@ -13,6 +13,7 @@ import {
 import { cronModuleSchema } from './modules/cron-schema.js';
 import { pubsubModuleSchema } from './modules/pubsub-schema.js';
 import { stateModuleSchema } from './modules/state-schema.js';
+import { streamModuleSchema } from './modules/stream-schema.js';
 import { isPlainObject } from '../values.js';
 
 /**
@@ -41,6 +42,7 @@ const SECTIONS: readonly { module: string; moduleClass?: string; schema: z.ZodTy
   { module: MODULE_NAMES.httpFunctions, schema: httpFunctionsModuleSchema },
   { module: MODULE_NAMES.observability, schema: observabilityModuleSchema },
   { module: 'iii-state', schema: stateModuleSchema },
+  { module: 'iii-stream', schema: streamModuleSchema },
   { module: 'iii-pubsub', schema: pubsubModuleSchema },
   { module: 'iii-cron', schema: cronModuleSchema },
   { module: MODULE_NAMES.admin, moduleClass: MODULE_CLASSES.admin, schema: adminModuleSchema },
@@ -126,10 +128,13 @@ function code(text: string): string {
   return text === REQUIRED || text === UNSET ? text : `\`${text}\``;
 }
 
-/** The README's configuration reference: one table per module, in the order a reader needs them. */
-export function renderConfigReference(): string {
+/**
+ * The README's configuration reference: one table per module, in the order a reader needs them; or,
+ * given module names, only theirs (a module's own page, e.g. docs/stream.md).
+ */
+export function renderConfigReference(only?: readonly string[]): string {
   const rows = describeConfig();
-  const sections = SECTIONS.map(({ module, moduleClass, schema }) => {
+  const sections = SECTIONS.filter(({ module }) => only === undefined || only.includes(module)).map(({ module, moduleClass, schema }) => {
     const title = module === TOP_LEVEL ? 'Top level' : `\`${module}\`${moduleClass === undefined ? '' : ` (class \`${moduleClass}\`)`}`;
     const intro = toJsonSchema(schema).description;
     const table = rows

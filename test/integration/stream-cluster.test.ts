@@ -39,17 +39,18 @@ describe('iii-stream on two processes (embedded)', () => {
     streamUrl = `ws://127.0.0.1:${port}`;
     engine = await startEngine({
       cluster: { processes: 2 },
+      readyTimeoutMs: 60_000,
       modules: [{ name: 'iii-stream', config: { host: '127.0.0.1', port, auth_function: 'todo::auth' } }],
     });
     workers.push(startWorker('stream-app-worker', engine.workerUrl, { WORKER_NAME: 'app-a', CUSTOM_STREAM: '1' }));
     await waitForStatus(`${engine.httpUrl}/todo-ready`, (s) => s === 200, {}, WORKER_READY_MS);
     workers.push(startWorker('stream-app-worker', engine.workerUrl, { WORKER_NAME: 'app-b' }));
     await waitUntil(async () => (await http(`${engine.adminUrl}/readyz`)).text.includes('"connectedWorkers":2'), WORKER_READY_MS, 'both workers');
-  });
+  }, 180_000);
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.close()));
     await stopAll(...workers, engine);
-  });
+  }, 60_000);
 
   it('a change made through any process reaches clients on both processes, in the order written', async () => {
     const group = await Promise.all(Array.from({ length: 4 }, () => connect()));
@@ -77,7 +78,7 @@ describe('iii-stream on two processes (embedded)', () => {
       expect(list.map((t) => t.id).sort()).toEqual(['o-2', 'o-3']);
     }
     expect((await http(`${engine.httpUrl}/todo-groups`)).json()).toEqual(['inbox']);
-  });
+  }, 90_000);
 
   it('an item subscription hears only its item; stream::send reaches the group', async () => {
     const c = await connect();
@@ -89,7 +90,7 @@ describe('iii-stream on two processes (embedded)', () => {
     await http(`${engine.httpUrl}/todo/i-1/complete`, { method: 'POST' });
     await c.next((f) => f.id === 'i-1' && f.event.type === 'update');
     expect(c.frames.some((f) => f.id === 'i-2')).toBe(false);
-  });
+  }, 90_000);
 
   it('runs auth, join and leave handlers; a join handler refuses; stream triggers fire once per change per trigger', async () => {
     const c = await connect('?user=ann');
@@ -109,7 +110,7 @@ describe('iii-stream on two processes (embedded)', () => {
     await http(`${engine.httpUrl}/todo`, { method: 'POST', body: JSON.stringify({ id: 'trig-2' }), headers: { 'content-type': 'application/json' } });
     await waitUntil(async () => (await audit('changes')).filter((e) => e.id === 'trig-2').length >= 2, 15_000, 'stream triggers');
     expect((await audit('changes')).filter((e) => e.id === 'trig-1').map((e) => e.type)).toEqual(['create', 'create']);
-  });
+  }, 90_000);
 
   it('serves a custom stream (createStream) from its worker, whichever process is asked, and its changes reach clients', async () => {
     const c = await connect();
@@ -128,12 +129,12 @@ describe('iii-stream on two processes (embedded)', () => {
     }
     await c.next((f) => f.id === 'm3' && f.event.type === 'create');
     expect(c.frames.filter((f) => f.event.type === 'create').map((f) => f.id)).toEqual(['m0', 'm1', 'm2', 'm3']);
-  });
+  }, 90_000);
 
   it('exposes the stream metrics on /metrics', async () => {
     const metrics = (await http(`${engine.adminUrl}/metrics`)).text;
     expect(metrics).toMatch(/switchyard_stream_clients \d+/);
     expect(metrics).toMatch(/switchyard_stream_calls_total\{function="stream::set",outcome="ok"\} \d+/);
     expect(metrics).toMatch(/switchyard_stream_frames_delivered_total \d+/);
-  });
+  }, 90_000);
 });

@@ -36,19 +36,19 @@ describe('iii-stream on two Redis-mode nodes', () => {
       lease_ms: 1000,
     };
     const stream = (port: number) => [{ name: 'iii-stream', config: { host: '127.0.0.1', port, auth_function: 'todo::auth' } }];
-    nodeA = await startEngine({ cluster: { ...cluster, node_id: 'node-a' }, modules: stream(portA) });
-    nodeB = await startEngine({ cluster: { ...cluster, node_id: 'node-b' }, modules: stream(portB) });
+    nodeA = await startEngine({ cluster: { ...cluster, node_id: 'node-a' }, modules: stream(portA), readyTimeoutMs: 60_000 });
+    nodeB = await startEngine({ cluster: { ...cluster, node_id: 'node-b' }, modules: stream(portB), readyTimeoutMs: 60_000 });
     workers.push(startWorker('stream-app-worker', nodeA.workerUrl, { WORKER_NAME: 'app-on-a' }));
     await waitForStatus(`${nodeA.httpUrl}/todo-ready`, (s) => s === 200, {}, WORKER_READY_MS);
     await waitForStatus(`${nodeB.httpUrl}/todo-ready`, (s) => s === 200, {}, WORKER_READY_MS);
-  });
+  }, 180_000);
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.close()));
     for (const w of workers) await w.stop();
     await nodeB?.stop();
     await nodeA?.killAll();
     await redis?.stop();
-  });
+  }, 60_000);
 
   it('a client on node B sees, in order, the writes made on node A, and reads agree on both nodes', async () => {
     const client = await RawStreamClient.connect(`${streamB}?user=bea`);
@@ -68,7 +68,7 @@ describe('iii-stream on two Redis-mode nodes', () => {
     expect(onB[0]?.completedAt).toEqual(expect.any(String));
     await http(`${nodeA.httpUrl}/todo-ping`, { method: 'POST', body: JSON.stringify({ from: 'a' }), headers: json });
     expect(await client.next((f) => f.event.type === 'event')).toMatchObject({ event: { type: 'event', event: { type: 'ping', data: { from: 'a' } } } });
-  });
+  }, 90_000);
 
   it('after node A is killed, node B serves the same items and its clients keep hearing changes', async () => {
     const client = await RawStreamClient.connect(streamB);
@@ -88,5 +88,5 @@ describe('iii-stream on two Redis-mode nodes', () => {
     expect(((await http(`${nodeB.httpUrl}/todo`)).json<{ id: string }[]>()).map((t) => t.id).sort()).toEqual(['k-1', 'r-1']);
     expect((await http(`${nodeB.httpUrl}/todo`, { method: 'POST', body: JSON.stringify({ id: 'k-2' }), headers: json })).status).toBe(201);
     await client.next((f) => f.id === 'k-2' && f.event.type === 'create', 15_000, 'create of k-2 after the kill');
-  });
+  }, 90_000);
 });

@@ -112,9 +112,9 @@ export async function stopProcess(p: ManagedProcess, signal: NodeJS.Signals = 'S
   return result;
 }
 
-/** Polls /readyz until 200 (15 s deadline) and returns the ports it reports. */
-async function waitReady(adminPort: number, p: ManagedProcess): Promise<{ http: number; workers: number }> {
-  const deadline = Date.now() + 15_000;
+/** Polls /readyz until 200 (15 s deadline unless given) and returns the ports it reports. */
+async function waitReady(adminPort: number, p: ManagedProcess, timeoutMs = 15_000): Promise<{ http: number; workers: number }> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
       const res = await request(`http://127.0.0.1:${adminPort}/readyz`, { headersTimeout: 2000, bodyTimeout: 2000 });
@@ -126,7 +126,7 @@ async function waitReady(adminPort: number, p: ManagedProcess): Promise<{ http: 
       // not listening yet
     }
     if (Date.now() > deadline) {
-      throw new Error(`engine not ready within 15 s; stdout:\n${p.stdout.lines.slice(-15).join('\n')}\nstderr:\n${p.stderr.lines.slice(-15).join('\n')}`);
+      throw new Error(`engine not ready within ${timeoutMs / 1000} s; stdout:\n${p.stdout.lines.slice(-15).join('\n')}\nstderr:\n${p.stderr.lines.slice(-15).join('\n')}`);
     }
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -161,6 +161,8 @@ export interface EngineOptions {
   logLevel?: string;
   /** Node flags for the engine (children inherit them), e.g. `--cpu-prof`. */
   nodeArgs?: string[];
+  /** How long to wait for /readyz (default 15 s): several children start slowly on a loaded machine. */
+  readyTimeoutMs?: number;
 }
 
 /** Starts `switchyard --config <tmp>` on ephemeral loopback ports; resolves when /readyz answers 200. */
@@ -194,7 +196,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
     let ready: Awaited<ReturnType<typeof waitReady>>;
     try {
       // Readiness comes from /readyz (it also reports the bound ports), so it works at any log level.
-      ready = await Promise.race([waitReady(adminPort, p), exitedEarly]);
+      ready = await Promise.race([waitReady(adminPort, p, options.readyTimeoutMs), exitedEarly]);
     } catch (err) {
       // Whatever is left of this engine (a primary still waiting, its children) goes before another
       // try or the error: a failed start leaves no process and no directory behind.

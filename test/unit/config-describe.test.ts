@@ -17,6 +17,7 @@ describe('describeConfig', () => {
       'iii-http-functions',
       'iii-observability',
       'iii-state',
+      'iii-stream',
       'iii-pubsub',
       'iii-cron',
       'switchyard-admin',
@@ -66,7 +67,7 @@ describe('renderConfigReference', () => {
   const markdown = renderConfigReference();
 
   it('renders one table per module with escaped cells', () => {
-    expect(markdown.match(/^\| Key \| Type \| Default \| Description \|$/gm)).toHaveLength(10);
+    expect(markdown.match(/^\| Key \| Type \| Default \| Description \|$/gm)).toHaveLength(11);
     expect(markdown).toContain('### `iii-http` (class `modules::api::RestApiModule`)');
     expect(markdown).toContain('| `body_limit` | integer ≥ 0 | `1048576` |');
     expect(markdown).toContain('| `middleware[].phase` | onRequest \\| preHandler \\| postHandler \\| onResponse \\| onError \\| onTimeout | `preHandler` |');
