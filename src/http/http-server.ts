@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ApiConfig } from '../config/types.js';
 import type { HttpErrorCode } from '../errors.js';
-import { FramingGuard } from './framing-guard.js';
+import { FramingGuard, MAX_HEAD_BYTES } from './framing-guard.js';
 import { checkParserHook } from './parser-hook-check.js';
 import type { HttpPipeline } from './pipeline.js';
 import { resolveRequestId } from './request-id.js';
@@ -14,7 +14,8 @@ import { errorReply } from './response.js';
 
 /** Headers must arrive within this (slowloris bound), whatever the request deadline. */
 export const HEADERS_TIMEOUT_MS = 10_000;
-export const MAX_HEADER_BYTES = 16 * 1024;
+/** The header block's byte limit, the same for Node's parser and the framing guard. */
+export const MAX_HEADER_BYTES = MAX_HEAD_BYTES;
 /**
  * How often Node checks headersTimeout and requestTimeout. Its default (30 s) let a client trickling
  * headers hold a connection for up to 30 s whatever headersTimeout said; once a second keeps the
@@ -83,7 +84,7 @@ export class HttpServer {
       socket.pause();
       // The reason goes to the log; the client gets the stable code and message every refusal gets.
       this.logger.info({ reason: verdict.reason, remoteAddress: socket.remoteAddress }, 'request refused: ambiguous framing');
-      this.afterResponses(socket, () => this.writeRefusal(socket, 'MALFORMED_REQUEST'));
+      this.afterResponses(socket, () => this.writeRefusal(socket, verdict.code));
     });
   }
 

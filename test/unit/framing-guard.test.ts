@@ -38,11 +38,11 @@ describe('FramingGuard', () => {
   });
 
   it('refuses two Transfer-Encoding headers and request lines without single spaces', () => {
-    expect(scanAll('POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n')[0]).toMatchObject({ ok: false, offset: 0 });
+    expect(scanAll('POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n')[0]).toMatchObject({ ok: false, offset: 0 });
     for (const line of ['GET  /a HTTP/1.1', 'GET /a  HTTP/1.1', 'GET\t/a HTTP/1.1', 'GET /a HTTP/1.1 ', 'GET /a HTTP/2.0']) {
       expect(scanAll(`${line}\r\nHost: x\r\n\r\n`)[0]).toMatchObject({ ok: false, offset: 0 });
     }
-    expect(scanAll('POST /p HTTP/1.1\r\nTransfer-Encoding:chunked\r\n\r\n0\r\n\r\n')[0]).toEqual({ ok: true });
+    expect(scanAll('POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:chunked\r\n\r\n0\r\n\r\n')[0]).toEqual({ ok: true });
   });
 
   it('names offset 0 when the refused head began in an earlier chunk', () => {
@@ -53,11 +53,60 @@ describe('FramingGuard', () => {
 
   it('does not read a body as a request: a body that looks like a bad head is data', () => {
     const body = 'GET  /evil HTTP/1.1\r\n\r\n';
-    expect(scanAll(`POST /p HTTP/1.1\r\nContent-Length: ${body.length}\r\n\r\n${body}${GET}`)).toEqual([{ ok: true }]);
+    expect(scanAll(`POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}${GET}`)).toEqual([{ ok: true }]);
   });
 
-  it('stops following after an upgrade or a head too large, leaving the rest to Node', () => {
-    expect(scanAll(`GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\nGET  /x HTTP/1.1\r\n\r\n`)).toEqual([{ ok: true }]);
-    expect(scanAll(`GET / HTTP/1.1\r\nX: ${'a'.repeat(20_000)}`)).toEqual([{ ok: true }]);
+  // Issue 23: each of these once switched the guard off for the rest of the connection.
+  const SMUGGLE = 'GET /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n';
+  it.each([
+    ['an Upgrade header without Connection: upgrade', 'GET /a HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n'],
+    ['a Content-Length of 16 digits', ''],
+    ['a chunk size of 13 hex digits', ''],
+  ])('keeps checking the connection after %s', (what, first) => {
+    if (first !== '') {
+      const verdicts = scanAll(`${first}${SMUGGLE}`);
+      expect(verdicts).toEqual([expect.objectContaining({ ok: false, offset: first.length })]);
+      return;
+    }
+    const head = what.includes('Content-Length')
+      ? 'POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000000\r\n\r\n'
+      : 'POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000\r\n';
+    // Refused itself: the guard cannot count it, so nothing of it (nor what follows) reaches Node.
+    expect(scanAll(`${head}${SMUGGLE}`)).toEqual([expect.objectContaining({ ok: false, offset: 0, code: 'MALFORMED_REQUEST' })]);
+  });
+
+  it('accepts padded chunk sizes and 15-digit lengths it can count', () => {
+    expect(scanAll(`POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n00000000000003\r\nabc\r\n0\r\n\r\n${GET}`)).toEqual([{ ok: true }]);
+    expect(scanAll('POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 000000000000003\r\n\r\nabc')).toEqual([{ ok: true }]);
+  });
+
+  it('refuses anything after an upgrade or CONNECT request (its bytes are not HTTP)', () => {
+    const upgrade = 'GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n\r\n';
+    expect(scanAll(upgrade)).toEqual([{ ok: true }]);
+    expect(scanAll(`${upgrade}GET /a HTTP/1.1\r\nHost: x\r\n\r\n`)).toEqual([expect.objectContaining({ ok: false, offset: upgrade.length })]);
+    const connect = 'CONNECT h:80 HTTP/1.1\r\nHost: h\r\n\r\n';
+    expect(scanAll(`${connect}x`, [connect.length])).toEqual([{ ok: true }, expect.objectContaining({ ok: false, offset: 0 })]);
+  });
+
+  it('has one header-block limit, answered 431: 16 KiB of head or 100 header lines', () => {
+    expect(scanAll(`GET / HTTP/1.1\r\nHost: x\r\nX: ${'a'.repeat(20_000)}`)).toEqual([expect.objectContaining({ ok: false, code: 'HEADERS_TOO_LARGE' })]);
+    const many = (n: number) => `GET / HTTP/1.1\r\nHost: x\r\n${Array.from({ length: n - 1 }, (_, k) => `h${k}: v\r\n`).join('')}\r\n`;
+    expect(scanAll(many(100))).toEqual([{ ok: true }]);
+    expect(scanAll(`${GET}${many(101)}`)).toEqual([expect.objectContaining({ ok: false, offset: GET.length, code: 'HEADERS_TOO_LARGE' })]);
+    // 2,000 small headers, 22.9 KB, cut as TCP would: refused, never truncated.
+    const big = many(2000);
+    expect(scanAll(big, [1460, 2920, 4380]).at(-1)).toMatchObject({ ok: false, code: 'HEADERS_TOO_LARGE' });
+  });
+
+  it('refuses a request without Host (HTTP/1.1), with two, and malformed header or chunk lines itself', () => {
+    expect(scanAll('GET / HTTP/1.1\r\n\r\n')[0]).toMatchObject({ ok: false, reason: 'no Host header' });
+    expect(scanAll('GET / HTTP/1.0\r\n\r\n')[0]).toEqual({ ok: true });
+    expect(scanAll('GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n')[0]).toMatchObject({ ok: false });
+    for (const line of ['NoColon', ' folded: x', 'X A: 1', 'X-A: a\rb', 'Content-Length: 1, 1', 'Content-Length: 0\r\nContent-Length: 0']) {
+      expect(scanAll(`GET / HTTP/1.1\r\nHost: x\r\n${line}\r\n\r\n`)[0], line).toMatchObject({ ok: false, offset: 0 });
+    }
+    for (const body of ['-1\r\n\r\n', '3\r\nabcd\r\n0\r\n\r\n', '0\r\nbad trailer\r\n\r\n', `3;${'e'.repeat(2000)}\r\n`]) {
+      expect(scanAll(`${GET}POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${body}`)[0], body).toMatchObject({ ok: false, offset: GET.length });
+    }
   });
 });
