@@ -1,3 +1,4 @@
+import { RegistrationBudget } from './workers/registration-limits.js';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Bus } from './bus/bus.js';
@@ -212,6 +213,7 @@ export class Engine {
       functionMetadata: (id) => this.table.current().functionMetadata.get(id),
       engineFunctions: this.engineFunctions,
       engineTriggerTypes: this.modules,
+      registrationBudget: new RegistrationBudget(),
       httpFunctions: this.httpFunctions,
       ...(this.membership === undefined
         ? {}

@@ -59,7 +59,10 @@ export class IpcRelay {
     switch (message.kind) {
       case 'hello':
         attached.peerIds.add(message.peerId);
-        this.send(channel, { kind: 'sync', snapshots: [...this.snapshots.values()] });
+        // One message per snapshot, then an empty sync: all of them in one message could pass what
+        // one IPC message can carry (each snapshot is bounded: docs/security.md#limits).
+        for (const snapshot of this.snapshots.values()) this.send(channel, { kind: 'snapshot', snapshot });
+        this.send(channel, { kind: 'sync', snapshots: [] });
         return;
       case 'snapshot': {
         const snapshot = message.snapshot;

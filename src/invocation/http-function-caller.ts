@@ -1,7 +1,6 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { lookup as dnsLookup } from 'node:dns';
 import type { LookupAddress } from 'node:dns';
-import { isIP } from 'node:net';
 import type { Agent, request } from 'undici';
 import type { HttpFunctionsConfig } from '../config/types.js';
 import type { WireErrorCode } from '../errors.js';
@@ -9,6 +8,7 @@ import type { HttpInvocation } from '../routing/registrations.js';
 import type { InvocationOutcome } from './invoker.js';
 import { engineFailure } from './invoker.js';
 import { toJson } from './raw-json.js';
+import { isAddressLiteral, isPrivateAddress } from './private-address.js';
 
 /**
  * Calls HTTP-invoked functions (a worker's `registerfunction` with `invocation`), as iii 0.22.1 does
@@ -22,31 +22,8 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 /** Bound on a response body read into memory (a function result, like a worker frame). */
 const MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
-/** An address a function URL may not reach when `block_private_ips` is on. */
-export function isPrivateAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped !== null) return isPrivateAddress(mapped[1] as string);
-  if (isIP(address) === 4) {
-    const [a = 0, b = 0, c = 0] = address.split('.').map(Number);
-    return (
-      a === 0 || // unspecified, "this network"
-      a === 10 ||
-      a === 127 ||
-      (a === 169 && b === 254) ||
-      (a === 172 && b >= 16 && b <= 31) ||
-      (a === 192 && b === 168) ||
-      address === '255.255.255.255' ||
-      // documentation ranges (TEST-NET-1/2/3)
-      (a === 192 && b === 0 && c === 2) ||
-      (a === 198 && b === 51 && c === 100) ||
-      (a === 203 && b === 0 && c === 113)
-    );
-  }
-  const v6 = address.toLowerCase();
-  if (v6 === '::' || v6 === '::1') return true;
-  const first = Number.parseInt(v6.split(':')[0] || '0', 16);
-  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80 || (first & 0xff00) === 0xff00;
-}
+/** An address a function URL may not reach when `block_private_ips` is on (every spelling: private-address.ts). */
+export { isPrivateAddress };
 
 /** iii matches allowlist entries as glob patterns (`*`, `?`) against the URL's host. */
 function globToRegExp(pattern: string): RegExp {
@@ -93,7 +70,7 @@ export class HttpFunctionCaller {
     if (this.config.requireHttps && url.protocol !== 'https:') return { ok: false, message: 'HTTPS is required' };
     const host = url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
     if (!this.allowlist.some((pattern) => pattern.test(host))) return { ok: false, message: 'URL not in allowlist' };
-    if (this.config.blockPrivateIps && isIP(host) !== 0 && isPrivateAddress(host)) return { ok: false, message: 'Private IP blocked' };
+    if (this.config.blockPrivateIps && isAddressLiteral(host) && isPrivateAddress(host)) return { ok: false, message: 'Private IP blocked' };
     return { ok: true, url };
   }
 

@@ -115,7 +115,7 @@ export class EngineMetrics {
     this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong) for heartbeat_timeout_ms', registers });
     this.workerRefusals = new Counter({
       name: 'switchyard_worker_limit_hits_total',
-      help: 'Per-worker limits hit (registrations, calls_in_flight, frames_per_second, queued_bytes) and connections refused by an auth function (auth_refused)',
+      help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes) and connections refused by an auth function (auth_refused)',
       labelNames: ['reason'],
       registers,
     });

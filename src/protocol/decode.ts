@@ -1,6 +1,7 @@
 import type { WireErrorCode } from '../errors.js';
 import type { InboundMessage, WireError } from './messages.js';
 import { isPlainObject } from '../values.js';
+import { REGISTRATION_LIMITS } from './limits.js';
 
 /**
  * The one decoder for worker frames: returns a typed message, `ignored` for a well-formed frame of a
@@ -46,6 +47,23 @@ function withOptional<T extends Obj>(base: T, optional: Obj): T {
   return base;
 }
 
+/** Frames that register something: each is bounded (docs/security.md#limits) before it is read further. */
+const REGISTRATION_TYPES = new Set(['registerfunction', 'registertrigger', 'registertriggertype', 'registerservice']);
+
+/** String fields and their length limits (characters), checked on every decoded message. */
+const FIELD_LIMITS: readonly (readonly [string, number])[] = [
+  ['id', REGISTRATION_LIMITS.idChars],
+  ['function_id', REGISTRATION_LIMITS.idChars],
+  ['trigger_type', REGISTRATION_LIMITS.idChars],
+  ['invocation_id', REGISTRATION_LIMITS.tokenChars],
+  ['previous_worker_id', REGISTRATION_LIMITS.tokenChars],
+  ['reattach_token', REGISTRATION_LIMITS.tokenChars],
+  ['traceparent', REGISTRATION_LIMITS.tokenChars],
+  ['baggage', REGISTRATION_LIMITS.baggageChars],
+  ['description', REGISTRATION_LIMITS.descriptionChars],
+  ['name', REGISTRATION_LIMITS.descriptionChars],
+];
+
 export function decodeFrame(raw: string | Buffer): DecodeResult {
   let parsed: unknown;
   try {
@@ -53,10 +71,31 @@ export function decodeFrame(raw: string | Buffer): DecodeResult {
   } catch (err) {
     return { kind: 'invalid', code: 'invalid_json', reason: (err as Error).message };
   }
-  return decodeMessage(parsed);
+  const decoded = decodeMessage(parsed);
+  if (decoded.kind === 'message' && REGISTRATION_TYPES.has(decoded.message.type) && raw.length > REGISTRATION_LIMITS.registrationBytes) {
+    return invalid(`${decoded.message.type} frame over ${REGISTRATION_LIMITS.registrationBytes} bytes`);
+  }
+  return decoded;
+}
+
+/** The first string field over its length limit, if any. */
+function overLimit(message: InboundMessage): string | undefined {
+  const fields = message as unknown as Record<string, unknown>;
+  for (const [field, max] of FIELD_LIMITS) {
+    const value = fields[field];
+    if (typeof value === 'string' && value.length > max) return `${message.type} "${field}" longer than ${max} characters`;
+  }
+  return undefined;
 }
 
 export function decodeMessage(parsed: unknown): DecodeResult {
+  const decoded = decodeFields(parsed);
+  if (decoded.kind !== 'message') return decoded;
+  const problem = overLimit(decoded.message);
+  return problem === undefined ? decoded : invalid(problem);
+}
+
+function decodeFields(parsed: unknown): DecodeResult {
   if (!isObject(parsed)) return invalid('frame is not a JSON object');
   const type = parsed.type;
   if (typeof type !== 'string') return invalid('frame has no string "type"');

@@ -22,6 +22,8 @@ import { WorkerCalls } from './worker-calls.js';
 import { isPlainObject } from '../values.js';
 import type { EngineTriggerTypes, WorkerLimitKind } from './worker-registrations.js';
 import { WorkerRegistrations } from './worker-registrations.js';
+import type { RegistrationBudget } from './registration-limits.js';
+import { REGISTRATION_LIMITS } from '../protocol/limits.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
 
@@ -49,6 +51,8 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
    * iii-sdk 0.9's telemetry socket, which dials `/` instead of `/otel`. The listener takes it over.
    */
   onTelemetrySocket?: (connection: WorkerConnection, frame: Buffer) => void;
+  /** The process's share of registration bytes (docs/security.md#limits). */
+  registrationBudget?: RegistrationBudget;
 }
 
 /** A binary telemetry frame's prefixes (docs/protocol.md#telemetry); no JSON text starts with one. */
@@ -337,12 +341,19 @@ export class WorkerConnection implements HubMember {
   recordInfo(data: unknown): void {
     if (!isRecord(data)) return;
     const info: WorkerInfo = {};
-    if (typeof data.name === 'string') info.name = data.name;
-    if (typeof data.runtime === 'string') info.runtime = data.runtime;
-    if (typeof data.version === 'string') info.version = data.version;
-    if (typeof data.os === 'string') info.os = data.os;
+    // Each field is cut to its limit (docs/security.md#limits): the info travels in every snapshot.
+    const text = (value: unknown): string | undefined => (typeof value === 'string' ? value.slice(0, REGISTRATION_LIMITS.workerInfoChars) : undefined);
+    const name = text(data.name);
+    const runtime = text(data.runtime);
+    const version = text(data.version);
+    const os = text(data.os);
+    const description = typeof data.description === 'string' ? data.description.slice(0, REGISTRATION_LIMITS.descriptionChars) : undefined;
+    if (name !== undefined) info.name = name;
+    if (runtime !== undefined) info.runtime = runtime;
+    if (version !== undefined) info.version = version;
+    if (os !== undefined) info.os = os;
     if (typeof data.pid === 'number') info.pid = data.pid;
-    if (typeof data.description === 'string') info.description = data.description;
+    if (description !== undefined) info.description = description;
     info.ipAddress = this.remoteAddress;
     this.info = info;
     this.deps.hub.infoChanged();
@@ -402,6 +413,7 @@ export class WorkerConnection implements HubMember {
     this.gone = true;
     this.frameRate?.close();
     this.deps.hub.remove(this);
+    this.registrations.release();
     const failed = this.pending.failAll((functionId) =>
       engineFailure('WORKER_DISCONNECTED', `worker serving ${functionId} disconnected (${reason})`),
     );

@@ -14,7 +14,10 @@ import type {
 } from '../protocol/messages.js';
 import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
 import { normalizeTriggerPaths, validateTrigger } from '../routing/trigger-config.js';
+import { REGISTRATION_LIMITS } from '../protocol/limits.js';
 import type { ConflictHolder } from './conflict-refusals.js';
+import type { RegistrationBudget } from './registration-limits.js';
+import { reservedIdProblem } from './reserved-ids.js';
 import type { Gated } from './registration-gate.js';
 import { RegistrationGate } from './registration-gate.js';
 import { BUILT_IN_TRIGGER_TYPES, customTriggerRecord, functionRecord, triggerTypeRecord } from './registration-records.js';
@@ -22,7 +25,15 @@ import type { HubMember, WorkerHub } from './worker-hub.js';
 import type { WorkerSession } from './worker-session.js';
 
 /** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
-export type WorkerLimitKind = 'registrations' | 'calls_in_flight' | 'frames_per_second' | 'queued_bytes' | 'auth_refused';
+export type WorkerLimitKind =
+  | 'registrations'
+  | 'registration_bytes'
+  | 'reserved_id'
+  | 'channels'
+  | 'calls_in_flight'
+  | 'frames_per_second'
+  | 'queued_bytes'
+  | 'auth_refused';
 
 /** The frames that register or unregister something. */
 export type RegistrationMessage =
@@ -52,6 +63,10 @@ export interface RegistrationDeps<C extends HubMember> {
   onLimit?: (kind: WorkerLimitKind) => void;
   /** The modules' trigger types (state, subscribe, cron, …). */
   engineTriggerTypes?: EngineTriggerTypes;
+  /** The engine's own functions: a worker cannot register their ids (reserved-ids.ts). */
+  engineFunctions?: { get(id: string): unknown };
+  /** The process's share of registration bytes (registration-limits.ts); unset: only the per-connection bound. */
+  registrationBudget?: RegistrationBudget;
 }
 
 /** The connection the registrations belong to, as far as they need it. */
@@ -77,6 +92,9 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
   /** Registrations wait for hooks one at a time, in the order the worker sent them. */
   private chain: Promise<void> = Promise.resolve();
   private readonly gate: RegistrationGate;
+  /** JSON bytes each held registration takes (`kind:id`), and their sum: REGISTRATION_LIMITS. */
+  private readonly sizes = new Map<string, number>();
+  private heldBytes = 0;
 
   constructor(
     private readonly owner: C,
@@ -98,6 +116,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
       case 'unregisterfunction': {
         const id = this.session.registeredId(message.id);
         this.inOrder(undefined, () => {
+          this.freed('function', id);
           if (this.functions.delete(id)) this.deps.hub.functionRemoved(this.owner, id);
         });
         return;
@@ -109,6 +128,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
         return;
       case 'unregistertrigger':
         this.inOrder(undefined, () => {
+          this.freed('trigger', message.id);
           if (this.triggers.delete(message.id) || this.customTriggers.delete(message.id)) this.deps.hub.triggersChanged();
         });
         return;
@@ -117,6 +137,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
         return;
       case 'unregistertriggertype':
         this.inOrder(undefined, () => {
+          this.freed('trigger type', message.id);
           if (this.triggerTypes.delete(message.id)) this.deps.hub.triggersChanged();
         });
         return;
@@ -165,13 +186,60 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     return false;
   }
 
+  /**
+   * The size limits (docs/security.md#limits), checked once the gate has mapped the registration and
+   * before it is stored: its id, its JSON size, the connection's and the process's totals. Takes the
+   * bytes when it fits.
+   */
+  private fits(kind: string, id: string, message: object): boolean {
+    const key = `${kind}:${id}`;
+    const bytes = id.length > REGISTRATION_LIMITS.idChars ? Number.POSITIVE_INFINITY : JSON.stringify(message).length;
+    const delta = bytes - (this.sizes.get(key) ?? 0);
+    let problem: string | undefined;
+    if (bytes > REGISTRATION_LIMITS.registrationBytes) problem = `a ${kind} registration over ${REGISTRATION_LIMITS.registrationBytes} bytes (or an id over ${REGISTRATION_LIMITS.idChars} characters)`;
+    else if (this.heldBytes + delta > REGISTRATION_LIMITS.connectionBytes) problem = `the worker's registrations would pass ${REGISTRATION_LIMITS.connectionBytes} bytes`;
+    else if (this.deps.registrationBudget !== undefined && !this.deps.registrationBudget.take(delta)) problem = `this process's registrations would pass ${this.deps.registrationBudget.max} bytes`;
+    if (problem !== undefined) {
+      this.deps.onLimit?.('registration_bytes');
+      this.logger.warn({ kind, id: id.slice(0, 200), bytes }, `registration refused: ${problem}`);
+      return false;
+    }
+    this.sizes.set(key, bytes);
+    this.heldBytes += delta;
+    return true;
+  }
+
+  /** Gives back the bytes of a registration that went. */
+  private freed(kind: string, id: string): void {
+    const key = `${kind}:${id}`;
+    const bytes = this.sizes.get(key);
+    if (bytes === undefined) return;
+    this.sizes.delete(key);
+    this.heldBytes -= bytes;
+    this.deps.registrationBudget?.take(-bytes);
+  }
+
+  /** The connection is gone: everything it registered is given back to the process's budget. */
+  release(): void {
+    this.deps.registrationBudget?.take(-this.heldBytes);
+    this.heldBytes = 0;
+    this.sizes.clear();
+  }
+
   private registerFunction(message: RegisterFunctionMessage): void {
+    const reserved = reservedIdProblem(message.id, (id) => this.deps.engineFunctions?.get(id) !== undefined);
+    if (reserved !== undefined) {
+      this.deps.onLimit?.('reserved_id');
+      this.logger.warn({ functionId: message.id.slice(0, 200), reason: reserved }, 'function registration refused: reserved id');
+      return;
+    }
     if (!this.functions.has(message.id) && !this.room('function', message.id)) return;
     const record = functionRecord(message, this.owner.id, this.deps.httpFunctions);
     if ('refused' in record) {
       this.logger.warn({ functionId: message.id, reason: record.refused }, 'HTTP-invoked function registration refused');
       return;
     }
+    if (!this.fits('function', message.id, message)) return;
     record.principal = this.session.principal;
     record.registeredAt = this.functions.get(message.id)?.registeredAt ?? Date.now();
     this.functions.set(message.id, record);
@@ -184,12 +252,20 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
       return;
     }
     if (!this.triggerTypes.has(id) && !this.room('trigger type', id)) return;
+    if (!this.fits('trigger type', id, { id, description })) return;
     this.triggerTypes.set(id, triggerTypeRecord(id, description, this.owner.id, this.deps.hub.nextSeq()));
     this.logger.info({ triggerType: id }, 'worker provides a trigger type');
     this.deps.hub.triggersChanged();
   }
 
   private registerTrigger(message: RegisterTriggerMessage, asSent: RegisterTriggerMessage): void {
+    const reserved = reservedIdProblem(message.function_id, () => false);
+    if (reserved !== undefined) {
+      this.deps.onLimit?.('reserved_id');
+      this.logger.warn({ triggerId: message.id, functionId: message.function_id.slice(0, 200), reason: reserved }, 'trigger registration refused: reserved function id');
+      this.refuseTrigger(asSent, 'FORBIDDEN', reserved);
+      return;
+    }
     const known = this.triggers.has(message.id) || this.customTriggers.has(message.id);
     if (!known && !this.room('trigger', message.id)) {
       this.refuseTrigger(asSent, 'registration_limit', `the worker holds max_registrations (${this.session.policy.limits.maxRegistrations}) already`);
@@ -212,6 +288,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     if (!BUILT_IN_TRIGGER_TYPES.has(message.trigger_type)) {
       // A worker-provided type: kept (parked while no worker provides the type, as iii does) and
       // delivered to the provider wherever it is connected (trigger-delivery.ts). No ack, as iii.
+      if (!this.triggerFits(message, asSent)) return;
       this.customTriggers.set(message.id, customTriggerRecord(message, this.owner.id));
       this.deps.hub.triggersChanged();
       return;
@@ -226,6 +303,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
       this.refuseTrigger(message, validation.code, validation.message);
       return;
     }
+    if (!this.triggerFits(message, asSent)) return;
     const record: TriggerRecord = {
       ...validation.spec,
       id: message.id,
@@ -238,6 +316,12 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     };
     this.triggers.set(message.id, record);
     this.deps.hub.triggersChanged();
+  }
+
+  private triggerFits(message: RegisterTriggerMessage, asSent: RegisterTriggerMessage): boolean {
+    if (this.fits('trigger', message.id, message)) return true;
+    this.refuseTrigger(asSent, 'registration_limit', 'the registration is over a size limit (docs/security.md#limits)');
+    return false;
   }
 
   /** Tells the worker a trigger was refused (iii-sdk logs it); `asSent` is the registration as the worker sent it. */
@@ -261,6 +345,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     const trigger = this.triggers.get(triggerId);
     if (trigger === undefined) return;
     this.triggers.delete(triggerId);
+    this.freed('trigger', triggerId);
     this.logger.warn({ triggerId, functionId: trigger.functionId, reason }, 'trigger registration refused: route held by another binding');
     this.refuseTrigger({ id: triggerId, trigger_type: trigger.type, function_id: this.session.workerId(trigger.functionId) }, 'trigger_registration_failed', reason);
     this.deps.hub.triggersChanged();
@@ -269,6 +354,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
   /** A function lost to an older registration of the same id by another principal (route-table.ts). */
   dropConflictingFunction(functionId: string, reason: string): void {
     if (!this.functions.delete(functionId)) return;
+    this.freed('function', functionId);
     this.logger.warn({ functionId, reason }, 'function registration refused: held by another principal');
     this.deps.hub.functionRemoved(this.owner, functionId);
   }
