@@ -123,7 +123,7 @@ export class Engine {
     this.channels = new ChannelRegistry(this.hub.ownerId, logger.child({ module: 'channels' }));
     this.engineFunctions = new EngineFunctions()
       .register(REGISTER_WORKER_FUNCTION, registerWorkerFunction)
-      .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels));
+      .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels, () => this.metrics.workerLimit('channels')));
     for (const [id, fn] of introspectionFunctions({
       snapshots: () => this.table.snapshotsHeld(),
       engineFunctionIds: () => this.engineFunctions.ids(),
@@ -184,6 +184,7 @@ export class Engine {
         onRetire: retireRelayed(this.hub, logger.child({ module: 'workers' })),
         onChannelAttach: (request) => channelAttachDecision(this.channels, request),
       });
+      cluster.bus.observeRefusals?.((code) => this.metrics.busRefused(code));
       this.membership = new ClusterMembership({
         identity: cluster.identity,
         bus: cluster.bus,

@@ -99,6 +99,7 @@ export const WIRE_ERRORS = {
   STREAM_LIST_ALL_ERROR: 'stream::list_all could not list the streams',
   STREAM_SEND_ERROR: 'stream::send could not send the event',
   JSON_ERROR: "A custom stream's answer to stream::set/update has no new_value (iii's code)",
+  too_many_channels: 'The worker (64) or its listener (1,024) has as many engine::channels::create channels open as it may',
 } as const satisfies Record<string, string>;
 
 export type WireErrorCode = keyof typeof WIRE_ERRORS;
@@ -140,6 +141,8 @@ export const CLUSTER_ERRORS = {
   BUS_MALFORMED: 'A bus message or peer snapshot failed validation and was ignored',
   BUS_FOREIGN_CLUSTER: 'A bus message of another cluster name was ignored',
   BUS_UNAUTHENTICATED: 'A Redis bus message or peer key without a valid HMAC of the cluster secret was ignored',
+  BUS_STALE: 'A Redis bus message stamped more than a minute away from this clock was ignored (a replay, or clocks that disagree)',
+  BUS_REPLAYED: 'A Redis bus message seen before (same sender and sequence number) was ignored: a replay',
   FORWARD_FRAME_MALFORMED: 'A forward frame could not be decoded; the connection was closed',
   FORWARD_FRAME_TOO_LARGE: 'A forward frame exceeded the maximum size; the connection was closed',
 } as const;

@@ -23,7 +23,9 @@ export interface BusEnvelope {
   message: BusMessage;
 }
 
-export type BusDecode = { ok: true; message: BusMessage } | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER' | 'BUS_UNAUTHENTICATED'; reason: string };
+export type BusDecode =
+  | { ok: true; message: BusMessage }
+  | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER' | 'BUS_UNAUTHENTICATED' | 'BUS_STALE' | 'BUS_REPLAYED'; reason: string };
 
 const isObject = isPlainObject;
 

@@ -22,6 +22,8 @@ export interface Bus {
   publish(snapshot: WireSnapshot): void;
   /** True while this peer believes its view of the cluster is complete. */
   readonly synced: boolean;
+  /** Called with the code of every message the bus refuses (metrics); only the Redis bus refuses any. */
+  observeRefusals?(observer: (code: string) => void): void;
   /** Announces the leave when it can, then disconnects. Idempotent. */
   close(): Promise<void>;
 }

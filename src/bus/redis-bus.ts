@@ -60,14 +60,20 @@ export class RedisBus implements Bus {
   private readonly fetching = new Set<string>();
   private startWaiter: { resolve: () => void; reject: (error: Error) => void } | undefined;
   private closing: Promise<void> | undefined;
+  private refusals: ((code: string) => void) | undefined;
 
   constructor(private readonly options: RedisBusOptions) {
     this.log = options.logger.child({ module: 'redis-bus', peerId: options.peerId });
     this.throttle = new WarnThrottle(this.log);
     this.keys = new RedisKeyspace(options.cluster, options.secret);
-    this.store = new RedisPeerStore(this.keys, options.peerId, options.leaseMs, (key, reason) =>
-      this.throttle.warn('refused:stored', { key, reason }, 'peer key refused'),
-    );
+    this.store = new RedisPeerStore(this.keys, options.peerId, options.leaseMs, (key, reason, code) => {
+      this.refusals?.(code);
+      this.throttle.warn('refused:stored', { key, reason }, 'peer key refused');
+    });
+  }
+
+  observeRefusals(observer: (code: string) => void): void {
+    this.refusals = observer;
   }
 
   get synced(): boolean {
@@ -271,6 +277,7 @@ export class RedisBus implements Bus {
     if (channel !== this.keys.channel || view === undefined || this.state === 'closed') return;
     const decoded = this.keys.decode(text);
     if (!decoded.ok) {
+      this.refusals?.(decoded.code);
       this.throttle.warn(`refused:${decoded.code}`, { code: decoded.code, reason: decoded.reason, bytes: text.length }, 'bus message refused');
       return;
     }

@@ -1,7 +1,14 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { BusDecode } from './bus-messages.js';
 import { decodeBusEnvelope } from './bus-messages.js';
+import { BUS_MAX_AGE_MS, ReplayGuard } from './replay-guard.js';
 import { checkSnapshot } from './snapshot-check.js';
+
+/** How a message read from Redis is checked: `channel` messages must be fresh and new; `stored` peer keys (rewritten only on change) need not. */
+export type Received = 'channel' | 'stored';
+
+/** `<sender>:<seq>:<ms>` (seal()). */
+const STAMP = /^([A-Za-z0-9_-]{1,64}):(\d{1,15}):(\d{1,15})$/;
 
 /** Glob metacharacters of Redis MATCH patterns; a cluster name containing them must match literally. */
 const GLOB_SPECIAL = /[\\*?[\]^]/g;
@@ -14,6 +21,10 @@ export class RedisKeyspace {
   readonly channel: string;
   readonly peerPattern: string;
   private readonly peerPrefix: string;
+  /** This process's sender id in stamps (random: a restarted process is a new sender). */
+  private readonly sender = randomBytes(9).toString('base64url');
+  private seq = 0;
+  private readonly replays = new ReplayGuard();
 
   /** `secret`: the cluster secret; every text written to Redis carries its HMAC, and text without a valid one is refused. */
   constructor(
@@ -42,25 +53,41 @@ export class RedisKeyspace {
    * strips trailing slashes; the engine checks again with its own setting when it applies it.)
    */
   /**
-   * What is written to Redis: `<mac>.<json>`, the mac an HMAC-SHA256 of the JSON under the cluster
-   * secret (base64url). Anyone who can write to the Redis but lacks the secret cannot inject a snapshot,
-   * a heartbeat or a goodbye (docs/security.md#between-nodes).
+   * What is written to Redis: `<mac>.<stamp>.<json>`. The stamp is `<sender>:<seq>:<ms>`: this
+   * process's random sender id, a sequence number that only grows, and the wall clock; the mac is an
+   * HMAC-SHA256 of stamp and JSON under the cluster secret (base64url). Anyone who can write to the
+   * Redis but lacks the secret cannot inject a snapshot, a heartbeat or a goodbye, nor replay a
+   * captured one on the channel: receivers refuse a stamp seen before or older than BUS_MAX_AGE_MS
+   * (docs/security.md#between-nodes).
    */
   seal(json: string): string {
-    return `${this.mac(json)}.${json}`;
+    const stamp = `${this.sender}:${++this.seq}:${Date.now()}`;
+    return `${this.mac(stamp, json)}.${stamp}.${json}`;
   }
 
-  private mac(json: string): string {
-    return createHmac('sha256', this.secret).update(json).digest('base64url');
+  private mac(stamp: string, json: string): string {
+    return createHmac('sha256', this.secret).update(stamp).update('.').update(json).digest('base64url');
   }
 
-  decode(text: string): BusDecode {
-    const dot = text.indexOf('.');
-    const json = dot === -1 ? '' : text.slice(dot + 1);
-    const given = Buffer.from(dot === -1 ? '' : text.slice(0, dot));
-    const expected = Buffer.from(this.mac(json));
-    if (dot === -1 || given.length !== expected.length || !timingSafeEqual(given, expected)) {
+  decode(text: string, received: Received = 'channel', nowMs = Date.now()): BusDecode {
+    const first = text.indexOf('.');
+    const second = first === -1 ? -1 : text.indexOf('.', first + 1);
+    const stamp = second === -1 ? '' : text.slice(first + 1, second);
+    const json = second === -1 ? '' : text.slice(second + 1);
+    const given = Buffer.from(second === -1 ? '' : text.slice(0, first));
+    const expected = Buffer.from(this.mac(stamp, json));
+    if (second === -1 || given.length !== expected.length || !timingSafeEqual(given, expected)) {
       return { ok: false, code: 'BUS_UNAUTHENTICATED', reason: 'no valid HMAC of the cluster secret' };
+    }
+    const parts = STAMP.exec(stamp);
+    if (parts === null) return { ok: false, code: 'BUS_MALFORMED', reason: 'malformed stamp' };
+    const [, sender = '', seqText = '', msText = ''] = parts;
+    const seq = Number(seqText);
+    const sentMs = Number(msText);
+    if (received === 'channel') {
+      const verdict = this.replays.check(sender, seq, sentMs, nowMs);
+      if (verdict === 'stale') return { ok: false, code: 'BUS_STALE', reason: `sent ${Math.round((nowMs - sentMs) / 1000)} s from now (clocks must agree within ${BUS_MAX_AGE_MS / 1000} s)` };
+      if (verdict === 'replayed') return { ok: false, code: 'BUS_REPLAYED', reason: 'a message seen before' };
     }
     let raw: unknown;
     try {

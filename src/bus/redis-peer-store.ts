@@ -19,7 +19,7 @@ export class RedisPeerStore {
     private readonly keys: RedisKeyspace,
     private readonly peerId: string,
     private readonly leaseMs: number,
-    private readonly onRefused: (key: string, reason: string) => void,
+    private readonly onRefused: (key: string, reason: string, code: string) => void,
   ) {
     this.ownKey = keys.peerKey(peerId);
   }
@@ -83,11 +83,11 @@ export class RedisPeerStore {
   }
 
   private decodeStored(key: string, text: string): WireSnapshot | undefined {
-    const decoded = this.keys.decode(text);
+    const decoded = this.keys.decode(text, 'stored');
     if (decoded.ok && decoded.message.kind === 'snapshot' && decoded.message.snapshot.ownerId === this.keys.peerIdOf(key)) {
       return decoded.message.snapshot;
     }
-    this.onRefused(key, decoded.ok ? 'the key does not hold that peer’s snapshot' : decoded.reason);
+    this.onRefused(key, decoded.ok ? 'the key does not hold that peer’s snapshot' : decoded.reason, decoded.ok ? 'BUS_MALFORMED' : decoded.code);
     return undefined;
   }
 

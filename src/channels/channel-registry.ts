@@ -56,6 +56,8 @@ export interface CreateChannelOptions {
    * not: they are destroyed with their request.
    */
   expires?: boolean;
+  /** Called once when the channel is gone (both ends done, torn down or expired). */
+  onGone?: () => void;
 }
 
 /**
@@ -85,7 +87,11 @@ export class ChannelRegistry {
   create(options: CreateChannelOptions = {}, key: string = randomUUID()): Channel {
     const limits = channelLimits(options.bufferItems);
     const id = `${this.tag}-${(++this.sequence).toString(36)}`;
-    const channel = new Channel(id, key, limits, (done) => this.channels.delete(done.id), options.maxBytesIn);
+    const onGone = options.onGone;
+    const channel = new Channel(id, key, limits, (done) => {
+      this.channels.delete(done.id);
+      onGone?.();
+    }, options.maxBytesIn);
     this.channels.set(id, { channel, createdAt: Date.now(), expires: options.expires ?? false });
     if (options.expires === true) this.startSweeping();
     return channel;

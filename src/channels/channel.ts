@@ -140,6 +140,12 @@ export class Channel {
     if (this.reader.kind === 'done') return;
     if (this.reader.kind === 'open' && !this.readerBusy && this.queue.length === 0) {
       if (!this.reader.reader.write(data, binary)) this.readerBusy = true;
+    } else if (data.length > this.limits.maxQueuedBytes) {
+      // One item larger than the whole buffer is refused, never queued whole (docs/streaming.md#limits).
+      const reason = `an item of ${data.length} bytes is larger than the channel's buffer (${this.limits.maxQueuedBytes} bytes)`;
+      this.writer.control.abort(reason);
+      this.writerFinished({ kind: 'ended', status: 'aborted', reason });
+      return;
     } else {
       this.queue.push({ data, binary });
       this.queuedBytes += data.length;

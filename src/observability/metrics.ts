@@ -45,6 +45,7 @@ export class EngineMetrics {
   private readonly frozen: Counter;
   private readonly workerRefusals: Counter<'reason'>;
   private readonly routeConflicts: Counter<'kind'>;
+  private readonly busRefusals: Counter<'reason'>;
   private readonly graceWaits: Histogram<'outcome'>;
   private readonly middleware: Histogram<'phase' | 'outcome'>;
   private readonly streams: Counter<'outcome'>;
@@ -116,6 +117,12 @@ export class EngineMetrics {
     this.workerRefusals = new Counter({
       name: 'switchyard_worker_limit_hits_total',
       help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes) and connections refused by an auth function (auth_refused)',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.busRefusals = new Counter({
+      name: 'switchyard_bus_refused_total',
+      help: 'Redis bus messages and peer keys refused: stale, replayed, unauthenticated, malformed, foreign_cluster (docs/security.md#between-nodes)',
       labelNames: ['reason'],
       registers,
     });
@@ -252,6 +259,11 @@ export class EngineMetrics {
 
   workerLimit(reason: string): void {
     this.workerRefusals.inc({ reason });
+  }
+
+  /** A refused bus message, by its code (`BUS_STALE` → `stale`). */
+  busRefused(code: string): void {
+    this.busRefusals.inc({ reason: code.replace(/^BUS_/, '').toLowerCase() });
   }
 
   registrationConflict(kind: 'route' | 'function'): void {

@@ -6,7 +6,12 @@ export interface EngineCaller {
   /** Records what the worker told about itself (engine::workers::register). */
   recordInfo(data: unknown): void;
   /** The caller's permissions: on a listener with `rbac`, introspection shows only what it may call. */
-  readonly session?: { readonly restricted: boolean; mayCall(functionId: string, metadata: Record<string, unknown> | undefined): boolean };
+  readonly session?: {
+    readonly restricted: boolean;
+    /** The listener the worker connected to (its index in the config). */
+    readonly policy?: { readonly index: number };
+    mayCall(functionId: string, metadata: Record<string, unknown> | undefined): boolean;
+  };
 }
 
 /** An engine function's answer: a result, or a wire error (a registry code) as the worker will see it. */

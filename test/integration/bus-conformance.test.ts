@@ -454,8 +454,9 @@ describe('distributed (real redis-server)', () => {
       const b = await join(cluster);
       const channel = `${cluster.name}:bus`;
       const sealed = new RedisKeyspace(cluster.name, BUS_SECRET);
-      const foreign = sealed.seal(JSON.stringify(encodeBusMessage('another-cluster', { kind: 'snapshot', snapshot: snapshot('intruder', 1) })));
-      for (let i = 0; i < 5; i++) await redis.command('PUBLISH', channel, foreign);
+      // Sealed afresh each time: the same sealed text twice would be refused as a replay (BUS_REPLAYED).
+      const foreign = (): string => sealed.seal(JSON.stringify(encodeBusMessage('another-cluster', { kind: 'snapshot', snapshot: snapshot('intruder', 1) })));
+      for (let i = 0; i < 5; i++) await redis.command('PUBLISH', channel, foreign());
       const malformed = ['not json', '{"v":1}', JSON.stringify({ v: 1, cluster: cluster.name, message: { kind: 'snapshot', snapshot: { ownerId: 'x' } } })];
       for (const text of malformed) await redis.command('PUBLISH', channel, sealed.seal(text));
       // A Redis writer without the secret: a well-formed snapshot, unsigned and signed with another secret.

@@ -101,8 +101,18 @@ describe('Channel', () => {
     const channel = new Channel('c', 'k', { maxQueuedItems: 1000, maxQueuedBytes: 10 }, () => undefined);
     const w = writer();
     const input = channel.attachWriter(w.control) as WriterInput;
-    input.push(Buffer.alloc(11), true);
+    input.push(Buffer.alloc(6), true);
+    expect(w.paused).toBe(false);
+    input.push(Buffer.alloc(6), true);
     expect(w.paused).toBe(true);
+  });
+
+  it('refuses an item larger than the whole buffer instead of queueing it whole (issue 23, point 5)', () => {
+    const channel = new Channel('c', 'k', { maxQueuedItems: 1000, maxQueuedBytes: 10 }, () => undefined);
+    const w = writer();
+    const input = channel.attachWriter(w.control) as WriterInput;
+    input.push(Buffer.alloc(11), true);
+    expect(w.aborted).toMatch(/larger than the channel's buffer/);
   });
 
   it('aborts the writer when the reader goes away, and refuses a second claim of either end', () => {
