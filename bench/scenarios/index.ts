@@ -7,6 +7,7 @@ import { queue } from './queue.js';
 import { scaleMatch } from './scale-match.js';
 import { scaleRoutes } from './scale-routes.js';
 import { scaleWorkers } from './scale-workers.js';
+import { state } from './state.js';
 import { streamFanout } from './stream-fanout.js';
 import { streaming } from './streaming.js';
 import { telemetry } from './telemetry.js';
@@ -20,5 +21,5 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
  * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue, streamFanout];
+  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue, state, streamFanout];
 }
