@@ -13,7 +13,7 @@ import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
 import type { RedisServer } from '../support/redis.js';
-import { startRedisServer } from '../support/redis.js';
+import { freePort, startRedisServer } from '../support/redis.js';
 
 // The SDK reads its OpenTelemetry switch at import: off, so no exporter dials the engine's /otel.
 process.env.OTEL_ENABLED = 'false';
@@ -67,8 +67,11 @@ async function startProbe(): Promise<{ url: (path: string) => string; seen: Capt
 describe('an iii 0.22 config.yaml (workers: form) starts Switchyard: sdk/fixtures/config-test.yaml, iii-example/config.yaml', () => {
   let engine: EngineHandle;
   beforeAll(async () => {
+    // iii's file names the stream port through ${STREAMS_PORT:3112}: a free one here, so parallel files never collide.
+    const streamsPort = await freePort();
     engine = await startEngine({
       logLevel: 'info',
+      env: { STREAMS_PORT: String(streamsPort) },
       yaml: (adminPort) =>
         [
           'workers:',
@@ -99,7 +102,7 @@ describe('an iii 0.22 config.yaml (workers: form) starts Switchyard: sdk/fixture
     await engine?.stop();
   });
 
-  it('serves routes and warns once for each iii module it does not implement', async () => {
+  it('serves routes and starts every iii module the file names (none is skipped)', async () => {
     const worker = registerWorker(engine.workerUrl, { reconnectionConfig: RECONNECT });
     try {
       worker.registerFunction('compat::hello', () => Promise.resolve({ status_code: 200, body: { hello: 'iii' } }));
@@ -110,7 +113,7 @@ describe('an iii 0.22 config.yaml (workers: form) starts Switchyard: sdk/fixture
       await worker.shutdown();
     }
     const skipped = engine.stdout.json().filter((line) => typeof line.skippedModule === 'string').map((line) => line.skippedModule);
-    expect(skipped).toEqual(['iii-stream', 'iii-state', 'iii-pubsub', 'iii-cron']);
+    expect(skipped).toEqual([]);
   });
 });
 
@@ -181,7 +184,7 @@ describe('iii-sdk against a two-node cluster', () => {
         include_internal: false,
       });
       const row = rows.find((t) => t.function_id === 'compat::listed');
-      expect(row).toMatchObject({ trigger_type: 'http', worker_name: 'compat-owner', config: { api_path: '/compat/listed', http_method: 'GET' } });
+      expect(row).toMatchObject({ trigger_type: 'http', worker_name: 'compat-owner', config: { api_path: 'compat/listed', http_method: 'GET' } }); // as registered, as iii lists it
       expect(typeof row?.config_summary).toBe('string');
 
       const { triggers } = await call<{ triggers: Record<string, unknown>[] }>(reader, 'engine::triggers::list', { include_internal: false });

@@ -59,9 +59,10 @@ describe('examples against one engine', () => {
       expect(res.json()).toStrictEqual({ hello: 'world', query: { lang: 'en' }, requestId: 'hello-rid-1' });
     });
 
-    it('only GET is routed', async () => {
+    it('only GET is routed: another method on its path is answered 405 with Allow', async () => {
       const res = await http(`${engine.httpUrl}/hello/world`, { method: 'POST', body: '{}' });
-      expect(res.status).toBe(404);
+      expect(res.status).toBe(405);
+      expect(res.headers.allow).toContain('GET');
     });
 
     it('shuts down cleanly on SIGTERM, and its route goes away', async () => {
