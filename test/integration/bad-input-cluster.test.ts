@@ -296,7 +296,8 @@ describe('bad input on the cluster side', () => {
         [envelope({ kind: 'snapshot', snapshot: { ownerId: '', version: 1, functions: [], triggers: [] } }), 'BUS_MALFORMED', 'malformed snapshot message'],
         [envelope({ kind: 'snapshot', snapshot: evil({ functions: 'all' }) }), 'BUS_MALFORMED', 'malformed snapshot message'],
         // Well-formed envelopes whose snapshot fails the deep check (routes re-parsed, never trusted).
-        [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [evilTrigger('no-slash')] }) }), 'BUS_MALFORMED', 'malformed snapshot: api_path must be a string starting with "/"'],
+        // (An api_path without a leading slash is valid, as in iii: `users` is `/users`; a non-string one is not.)
+        [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [evilTrigger(42)] }) }), 'BUS_MALFORMED', 'malformed snapshot: http trigger needs config.api_path'],
         [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [evilTrigger('/a/:x/:x')] }) }), 'BUS_MALFORMED', 'malformed snapshot: duplicate parameter "x" in api_path'],
         [envelope({ kind: 'snapshot', snapshot: evil({ triggers: [{ ...evilTrigger('/evil'), type: 'cron' }] }) }), 'BUS_MALFORMED', 'malformed snapshot: unknown trigger type "cron"'],
         [envelope({ kind: 'snapshot', snapshot: evil({ functions: [{ id: { toString: 1 } }] }) }), 'BUS_MALFORMED', 'malformed snapshot: function needs id and workerId'],
@@ -319,12 +320,12 @@ describe('bad input on the cluster side', () => {
     });
 
     it("refuses a malformed snapshot under a live peer's id without losing that peer's later snapshots", async () => {
-      // Invalid (its route has no leading slash), but it claims A's id and a far-future version.
-      const hostile = { ownerId: childA.peerId, version: 1e15, functions: [], triggers: [evilTrigger('no-slash')] };
+      // Invalid (its route's api_path is not a string), but it claims A's id and a far-future version.
+      const hostile = { ownerId: childA.peerId, version: 1e15, functions: [], triggers: [evilTrigger(42)] };
       const refusedBefore = logLines(nodeB, (l) => l.msg === 'bus message refused').length;
       expect(await publisher.publish(channel(), envelope({ kind: 'snapshot', snapshot: hostile }))).toBe(2);
       const refused = await awaitLogLines(nodeB, (l) => l.msg === 'bus message refused', refusedBefore + 1);
-      expect(refused.at(-1)).toMatchObject({ code: 'BUS_MALFORMED', reason: 'malformed snapshot: api_path must be a string starting with "/"' });
+      expect(refused.at(-1)).toMatchObject({ code: 'BUS_MALFORMED', reason: 'malformed snapshot: http trigger needs config.api_path' });
       // A's routes are still served through B, and what A registers next still reaches B.
       await expectClusterServing();
       await serve(nodeA, 'fx::later', '/fx/later', { from: 'A' });
