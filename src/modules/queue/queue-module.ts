@@ -18,6 +18,13 @@ export const DURABLE_SUBSCRIBER_TRIGGER = 'durable:subscriber';
 
 /** A queued call's deadline: queued work may run long, but a hung call must not hold its slot forever. */
 export const RUN_TIMEOUT_MS = 300_000;
+/**
+ * After the engine starts, how long a message whose function no worker serves yet waits for a worker
+ * to (re)connect instead of failing an attempt: stored messages are ready at once after a restart,
+ * before the workers are back, and must not be dead-lettered for that.
+ */
+export const START_GRACE_MS = 30_000;
+const START_GRACE_POLL_MS = 100;
 
 export interface QueueModuleOptions {
   config: QueueConfig;
@@ -28,6 +35,8 @@ export interface QueueModuleOptions {
   /** Calls a function wherever a worker serves it in the cluster. */
   invoke: (functionId: string, data: unknown, options: { timeoutMs: number }) => Promise<InvocationOutcome>;
   logger: Logger;
+  /** Overrides START_GRACE_MS. */
+  startGraceMs?: number;
   /** This process's metrics registry: the queue's gauges are added to it. */
   registry?: Registry;
 }
@@ -53,6 +62,7 @@ export class QueueModule implements QueueFunctionsTarget {
   private started = false;
   private held: QueueBackend | undefined;
   private closing: Promise<void> | undefined;
+  private startedAt = 0;
 
   constructor(private readonly options: QueueModuleOptions) {
     this.brokerType = options.brokerType;
@@ -78,6 +88,7 @@ export class QueueModule implements QueueFunctionsTarget {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.startedAt = Date.now();
     this.held = await this.options.backend();
     for (const settings of this.named.values()) await this.held.consume(settings, (job) => this.run(job));
   }
@@ -126,13 +137,25 @@ export class QueueModule implements QueueFunctionsTarget {
   private async run(job: QueueJob, conditionFunctionId?: string): Promise<AttemptOutcome> {
     const options = { timeoutMs: RUN_TIMEOUT_MS };
     if (conditionFunctionId !== undefined) {
-      const condition = await this.options.invoke(conditionFunctionId, job.data, options);
+      const condition = await this.invokeAfterStart(conditionFunctionId, job.data, options);
       if (!condition.ok) return { ok: false, error: `condition ${conditionFunctionId}: ${condition.failure.code}: ${condition.failure.message}` };
       if (condition.value === false) return { ok: true };
     }
-    const outcome = await this.options.invoke(job.functionId, job.data, options);
+    const outcome = await this.invokeAfterStart(job.functionId, job.data, options);
     if (outcome.ok) return { ok: true };
     return { ok: false, error: `${outcome.failure.code}: ${outcome.failure.message}` };
+  }
+
+  /** Invokes; while the start grace lasts, a function no worker serves yet is waited for (START_GRACE_MS). */
+  private async invokeAfterStart(functionId: string, data: unknown, options: { timeoutMs: number }): Promise<InvocationOutcome> {
+    const graceEnd = this.startedAt + (this.options.startGraceMs ?? START_GRACE_MS);
+    for (;;) {
+      const outcome = await this.options.invoke(functionId, data, options);
+      if (outcome.ok || outcome.failure.source !== 'engine' || outcome.failure.code !== 'FUNCTION_UNAVAILABLE' || this.closing !== undefined) return outcome;
+      const left = graceEnd - Date.now();
+      if (left <= 0) return outcome;
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.min(left, START_GRACE_POLL_MS)));
+    }
   }
 
   // QueueFunctionsTarget
