@@ -1,18 +1,6 @@
 import { z } from 'zod';
 import { kvOrRedisAdapterSchema } from './adapter-schemas.js';
 
-/** The defaults of iii-stream's keys (iii's for port and host; Switchyard's for the bounds). */
-export const STREAM_DEFAULTS = {
-  port: 3112,
-  host: '0.0.0.0',
-  max_value_bytes: 1_048_576,
-  max_message_bytes: 65_536,
-  max_buffered_bytes: 4_194_304,
-  max_subscriptions_per_client: 1024,
-  max_connections: 10_000,
-  max_pending_trigger_calls: 1024,
-} as const;
-
 /**
  * iii-stream's config (iii's StreamModuleConfig keys, engine/src/workers/stream/config.rs; docs/stream.md),
  * plus Switchyard's bounds on what clients may cost (`max_*`, docs/stream.md#limits). Kept as the file

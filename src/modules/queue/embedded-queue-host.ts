@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { EngineConfig } from '../../config/types.js';
-import { queueModuleSchema, toQueueConfig } from '../../config/queue-schema.js';
+import { queueModuleSchema } from '../../config/queue-schema.js';
+import { toQueueConfig } from '../../config/queue-config.js';
 import { queuePlacement } from './queue-backend-factory.js';
 import type { IpcChannel } from '../../bus/ipc-channel.js';
 import { EmbeddedQueueStore } from './embedded-store.js';

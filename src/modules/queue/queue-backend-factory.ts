@@ -1,9 +1,8 @@
 import { resolve } from 'node:path';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { IpcChannel } from '../../bus/ipc-channel.js';
-import type { QueueConfig } from '../../config/queue-schema.js';
-import { DEFAULT_QUEUE_FILE_PATH } from '../../config/queue-schema.js';
+import type { QueueConfig } from '../../config/queue-config.js';
+import { DEFAULT_QUEUE_FILE_PATH } from '../../config/queue-config.js';
 import { EmbeddedQueueStore } from './embedded-store.js';
 import { IpcQueueStore } from './embedded-queue-link.js';
 import type { QueueBackend } from './queue-backend.js';
@@ -44,6 +43,8 @@ export interface CreatedBackend {
 export async function createQueueBackend(config: QueueConfig, context: QueueBackendContext): Promise<CreatedBackend> {
   const placement = queuePlacement(config, context.clusterRedisUrl);
   if (placement.kind === 'redis') {
+    // Loaded here, like BullMQ: a child whose queue is not on Redis never loads ioredis.
+    const { Redis } = await import('ioredis');
     const connection = new Redis(placement.url, {
       // BullMQ's workers block on the connection and need commands to wait out a reconnect.
       maxRetriesPerRequest: null,

@@ -1,5 +1,6 @@
 import type { EngineModule, ModuleContext, ModuleTrigger } from '../module.js';
-import { queueModuleSchema, toQueueConfig } from '../../config/queue-schema.js';
+import { toQueueConfig } from '../../config/queue-config.js';
+import type { QueueModuleInput } from '../../config/queue-config.js';
 import { createQueueBackend, queuePlacement } from './queue-backend-factory.js';
 import type { CreatedBackend } from './queue-backend-factory.js';
 import { DURABLE_SUBSCRIBER_TRIGGER, QueueModule } from './queue-module.js';
@@ -10,7 +11,8 @@ import { DURABLE_SUBSCRIBER_TRIGGER, QueueModule } from './queue-module.js';
  * every such trigger of the cluster after each table rebuild.
  */
 export function createQueueEngineModule(context: ModuleContext): EngineModule {
-  const config = toQueueConfig(queueModuleSchema.parse(context.config));
+  // Validated once by the primary's config parser (src/config/queue-schema.ts); no zod in a child.
+  const config = toQueueConfig(context.config as unknown as QueueModuleInput);
   const placement = queuePlacement(config, context.cluster.redisUrl);
   let created: CreatedBackend | undefined;
   const module = new QueueModule({

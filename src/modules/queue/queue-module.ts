@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Gauge } from 'prom-client';
 import type { Registry } from 'prom-client';
-import type { QueueConfig } from '../../config/queue-schema.js';
+import type { QueueConfig } from '../../config/queue-config.js';
 import type { InvocationOutcome } from '../../invocation/invoker.js';
 import type { CustomTriggerRecord } from '../../routing/registrations.js';
 import type { EngineFunction } from '../../workers/engine-functions.js';

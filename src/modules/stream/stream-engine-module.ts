@@ -1,6 +1,7 @@
 import type { WireErrorCode } from '../../errors.js';
 import type { EngineFunction } from '../../workers/engine-functions.js';
-import { STREAM_DEFAULTS, streamModuleSchema } from '../../config/modules/stream-schema.js';
+import { STREAM_DEFAULTS } from '../../config/modules/stream-defaults.js';
+import type { StreamModuleInput } from '../../config/modules/stream-schema.js';
 import type { EngineModule, ModuleContext, ModuleTrigger, ModuleTriggerType } from '../module.js';
 import { storeBroadcast } from './store-broadcast.js';
 import type { StreamResult } from './stream-functions.js';
@@ -30,7 +31,8 @@ export class StreamEngineModule implements EngineModule {
   private byType = new Map<string, StreamTriggerRecord[]>();
 
   constructor(context: ModuleContext) {
-    const config = { ...STREAM_DEFAULTS, ...streamModuleSchema.parse(context.config) };
+    // Validated once by the primary's config parser (stream-schema.ts); no zod in a child.
+    const config = { ...STREAM_DEFAULTS, ...(context.config as StreamModuleInput) };
     const store = context.kvStore();
     this.stream = new StreamModule(
       {
