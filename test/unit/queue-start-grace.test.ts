@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { queueModuleSchema, toQueueConfig } from '../../src/config/queue-schema.js';
+import { toQueueConfig } from '../../src/config/queue-config.js';
+import { queueModuleSchema } from '../../src/config/queue-schema.js';
 import type { InvocationOutcome } from '../../src/invocation/invoker.js';
 import { EmbeddedQueueStore } from '../../src/modules/queue/embedded-store.js';
 import { StoreBackend } from '../../src/modules/queue/queue-backend.js';
