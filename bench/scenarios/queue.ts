@@ -5,6 +5,7 @@ import { int, ms } from '../lib/report.js';
 import { spawnManaged, startEngine } from '../../test/support/processes.js';
 import { startRedisServer } from '../../test/support/redis.js';
 import { median } from '../lib/load.js';
+import { alternateRounds } from '../lib/alternate.js';
 
 /**
  * The built-in queue (docs/queue.md) against baseline (7), a bare BullMQ producer/consumer pair, on
@@ -46,21 +47,15 @@ async function queueRows(): Promise<ScaleRow[]> {
   const ours: Result[] = [];
   const bare: Result[] = [];
   try {
-    for (let round = 0; round < ROUNDS; round++) {
-      const runOurs = async (): Promise<void> => {
-        ours.push(await runScript(join(WORKERS_DIR, 'queue-bench-worker.mjs'), { III_URL: engine.workerUrl, OTEL_ENABLED: 'false' }));
-      };
-      const runBare = async (): Promise<void> => {
+    await alternateRounds(
+      ROUNDS,
+      async () => {
         bare.push(await runScript(join(BASELINES_DIR, '7-bullmq-pair.mjs'), { REDIS_URL: redis.url }));
-      };
-      if (round % 2 === 0) {
-        await runBare();
-        await runOurs();
-      } else {
-        await runOurs();
-        await runBare();
-      }
-    }
+      },
+      async () => {
+        ours.push(await runScript(join(WORKERS_DIR, 'queue-bench-worker.mjs'), { III_URL: engine.workerUrl, OTEL_ENABLED: 'false' }));
+      },
+    );
   } finally {
     await engine.stop();
     await redis.stop();
