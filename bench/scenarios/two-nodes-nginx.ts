@@ -1,8 +1,8 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'undici';
+import { nginxBinary } from '../../test/support/nginx.js';
 import type { EngineHandle, ManagedProcess } from '../../test/support/processes.js';
 import { ROOT, spawnManaged, startEngine, stopProcess } from '../../test/support/processes.js';
 import type { RedisServer } from '../../test/support/redis.js';
@@ -11,18 +11,6 @@ import { customMember, processGroupPids } from '../lib/members.js';
 import type { LoadGroup } from '../lib/report.js';
 import { HELLO } from '../lib/requests.js';
 import { readyz, resource, spawnWorker, stopGroup, until } from '../lib/subjects.js';
-
-const NGINX_PATHS = ['/usr/sbin/nginx', '/usr/bin/nginx'];
-
-/** nginx from Debian's package; installed when missing (as the test harnesses install what they need). */
-function nginxBinary(): string {
-  const found = NGINX_PATHS.find((path) => existsSync(path));
-  if (found !== undefined) return found;
-  execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx'], { stdio: 'ignore' });
-  const installed = NGINX_PATHS.find((path) => existsSync(path));
-  if (installed === undefined) throw new Error('nginx is not installed and apt-get could not install it');
-  return installed;
-}
 
 /** The status of a GET, its body read and dropped; 0 when the connection fails. */
 async function status(url: string): Promise<number> {

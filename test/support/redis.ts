@@ -49,7 +49,7 @@ function findRedisServer(): string {
       // not in this directory
     }
   }
-  throw new Error('redis-server is not on PATH: the Redis integration tests need a real Redis (apt-get install redis-server)');
+  throw new Error('redis-server is not on PATH: the Redis integration tests need a real Redis: run scripts/prerequisites.sh (README, Quick start)');
 }
 
 /** Ports this process has handed out: never the same one twice (setups started in parallel). */
