@@ -7,6 +7,8 @@
  *   npx tsx bench/run.ts --smoke           CI: 1 short run each, small scale counts, no thresholds (~30 s)
  *   npx tsx bench/run.ts --only <text>     only the rows and checks whose name contains <text>
  *   npx tsx bench/run.ts --strict          exit 1 when a target fails (full mode)
+ *   npx tsx bench/run.ts --against <commit>  also today's engine against the one built at <commit> (row "regression vs …";
+ *                                          add --only regression for that row alone)
  *
  * Baselines (bench/baselines/, no Switchyard code): (1) node:http hello world; (2) node:http + one ws
  * worker; (3) (2) in two node:cluster processes; (4) every request relayed to a sibling that owns the

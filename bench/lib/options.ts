@@ -7,6 +7,9 @@ export const smoke = args.includes('--smoke');
 export const strict = args.includes('--strict');
 const onlyAt = args.indexOf('--only');
 const only = onlyAt === -1 ? undefined : args[onlyAt + 1]?.toLowerCase();
+const againstAt = args.indexOf('--against');
+/** `--against <commit>`: also measure this checkout against the engine built at <commit> (bench/scenarios/against.ts). */
+export const against = againstAt === -1 ? undefined : args[againstAt + 1];
 export const selected = (name: string): boolean => only === undefined || name.toLowerCase().includes(only);
 
 // Five short rounds rather than three long ones: this machine drifts over tens of seconds, and

@@ -20,6 +20,8 @@ export interface Row {
   forwarded?: boolean;
   /** The target is on total CPU per request (server + workers): scenario at most this times the baseline. */
   cpuTarget?: number;
+  /** The target is on the server side's CPU per request (engine processes only): scenario at most this times the baseline. */
+  serverCpuTarget?: number;
   /** The target is on latency one request at a time: scenario p50 at most this many µs over the baseline's. */
   p50OverUs?: number;
 }
@@ -77,6 +79,13 @@ export function verdict(row: Row, samples: Record<string, Sample[]>, pairedWith:
     const pass = cpuRatio <= row.cpuTarget && errors === 0 && throughputPass;
     result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
     notes.push(`total CPU/req ratio ${cpuRatio.toFixed(2)}`);
+  }
+  if (row.serverCpuTarget !== undefined) {
+    const serverRatio = perRound((x) => x.cpu.serverUs);
+    targetText = `server CPU/req ≤ ${row.serverCpuTarget.toFixed(2)}×`;
+    const pass = serverRatio <= row.serverCpuTarget && errors === 0;
+    result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
+    notes.push(`engine CPU/req ratio ${serverRatio.toFixed(2)}`);
   }
   if (row.p50OverUs !== undefined) {
     // Differences within each round, then the median over rounds (µs).

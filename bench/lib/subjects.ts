@@ -150,8 +150,16 @@ export async function startSwitchyard(
   workers: WorkerSpec[],
   onePerChild = false,
   modules: { name: string; config?: Record<string, unknown> }[] = [],
+  /** Another build's bin/switchyard.js (bench/lib/against.ts); default: this checkout's. */
+  engineBin?: string,
 ): Promise<Engine> {
-  const engine = await startEngine({ cluster: { processes, ...childNodeArgs }, logLevel: 'warn', env: { SWITCHYARD_SERVED_BY_HEADER: '1' }, modules });
+  const engine = await startEngine({
+    cluster: { processes, ...childNodeArgs },
+    logLevel: 'warn',
+    env: { SWITCHYARD_SERVED_BY_HEADER: '1' },
+    modules,
+    ...(engineBin === undefined ? {} : { engineBin }),
+  });
   const running: ManagedProcess[] = [];
   const stop = async (): Promise<void> => {
     await Promise.all(running.map((w) => stopProcess(w, 'SIGTERM', 3000)));
@@ -212,4 +220,5 @@ export const engineResource = (
   workers: WorkerSpec[],
   onePerChild = false,
   modules: { name: string; config?: Record<string, unknown> }[] = [],
-): Resource<Engine> => resource(() => startSwitchyard(processes, workers, onePerChild, modules), (e) => e.stop());
+  engineBin?: string,
+): Resource<Engine> => resource(() => startSwitchyard(processes, workers, onePerChild, modules, engineBin), (e) => e.stop());

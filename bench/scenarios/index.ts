@@ -1,4 +1,5 @@
 import type { Scenario } from '../lib/report.js';
+import { againstCommit } from './against.js';
 import { forwarded } from './forwarded.js';
 import { latency } from './latency.js';
 import { oneProcess } from './one-process.js';
@@ -21,5 +22,5 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
  * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
-  return [oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue, state, streamFanout];
+  return [...againstCommit(), oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue, state, streamFanout];
 }

@@ -144,6 +144,8 @@ export interface EngineHandle extends ManagedProcess {
 }
 
 export interface EngineOptions {
+  /** The engine's entry script (default: this checkout's bin/switchyard.js; the bench's --against mode runs an older build). */
+  engineBin?: string;
   /** RestApiModule config, merged over ports 0 on loopback. */
   api?: Record<string, unknown>;
   /** WorkerModule config. */
@@ -185,7 +187,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
     await writeFile(configPath, options.yaml === undefined ? JSON.stringify(config) : options.yaml(adminPort));
     const p = spawnManaged(
       process.execPath,
-      [...(options.nodeArgs ?? []), ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
+      [...(options.nodeArgs ?? []), options.engineBin ?? ENGINE_BIN, '--config', configPath, '--log-level', options.logLevel ?? 'debug'],
       { ...process.env, ...options.env },
       ROOT,
       true,
