@@ -93,7 +93,10 @@ export class ModuleHost {
 
   private async invoke(module: IiiModuleName, functionId: string, data: unknown, options: ModuleInvokeOptions = {}): Promise<InvocationOutcome> {
     const timeoutMs = options.timeoutMs ?? this.options.config.api.defaultTimeoutMs;
-    const outcome = await this.options.invoker.invoke(functionId, data, { deadline: performance.now() + timeoutMs });
+    const outcome = await this.options.invoker.invoke(functionId, data, {
+      deadline: performance.now() + timeoutMs,
+      ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+    });
     this.metrics.triggerCall(module, outcome.ok);
     return outcome;
   }

@@ -33,7 +33,7 @@ export interface QueueModuleOptions {
   /** How list_topics names the store (`builtin` or `redis`). */
   brokerType: string;
   /** Calls a function wherever a worker serves it in the cluster. */
-  invoke: (functionId: string, data: unknown, options: { timeoutMs: number }) => Promise<InvocationOutcome>;
+  invoke: (functionId: string, data: unknown, options: { timeoutMs: number; metadata?: Record<string, unknown> }) => Promise<InvocationOutcome>;
   logger: Logger;
   /** Overrides START_GRACE_MS. */
   startGraceMs?: number;
@@ -44,6 +44,8 @@ export interface QueueModuleOptions {
 interface TopicLane {
   settings: LaneSettings;
   conditionFunctionId?: string;
+  /** The subscriber trigger's metadata: its handler gets it, as every trigger's (docs/compatibility.md). */
+  metadata?: Record<string, unknown>;
 }
 
 /**
@@ -116,6 +118,7 @@ export class QueueModule implements QueueFunctionsTarget {
       byFunction.set(trigger.functionId, {
         settings: subscriberLane(topic, trigger.functionId, trigger.config.queue_config),
         ...(typeof condition === 'string' && condition !== '' ? { conditionFunctionId: condition } : {}),
+        ...(trigger.metadata === undefined ? {} : { metadata: trigger.metadata }),
       });
     }
     const before = this.topicLanes;
@@ -126,7 +129,7 @@ export class QueueModule implements QueueFunctionsTarget {
     for (const lanes of next.values()) {
       for (const lane of lanes.values()) {
         wanted.add(lane.settings.lane);
-        await this.backend().consume(lane.settings, (job) => this.run(job, lane.conditionFunctionId));
+        await this.backend().consume(lane.settings, (job) => this.run(job, lane.conditionFunctionId, lane.metadata));
       }
     }
     for (const lanes of before.values()) {
@@ -134,20 +137,20 @@ export class QueueModule implements QueueFunctionsTarget {
     }
   }
 
-  private async run(job: QueueJob, conditionFunctionId?: string): Promise<AttemptOutcome> {
+  private async run(job: QueueJob, conditionFunctionId?: string, metadata?: Record<string, unknown>): Promise<AttemptOutcome> {
     const options = { timeoutMs: RUN_TIMEOUT_MS };
     if (conditionFunctionId !== undefined) {
       const condition = await this.invokeAfterStart(conditionFunctionId, job.data, options);
       if (!condition.ok) return { ok: false, error: `condition ${conditionFunctionId}: ${condition.failure.code}: ${condition.failure.message}` };
       if (condition.value === false) return { ok: true };
     }
-    const outcome = await this.invokeAfterStart(job.functionId, job.data, options);
+    const outcome = await this.invokeAfterStart(job.functionId, job.data, metadata === undefined ? options : { ...options, metadata });
     if (outcome.ok) return { ok: true };
     return { ok: false, error: `${outcome.failure.code}: ${outcome.failure.message}` };
   }
 
   /** Invokes; while the start grace lasts, a function no worker serves yet is waited for (START_GRACE_MS). */
-  private async invokeAfterStart(functionId: string, data: unknown, options: { timeoutMs: number }): Promise<InvocationOutcome> {
+  private async invokeAfterStart(functionId: string, data: unknown, options: { timeoutMs: number; metadata?: Record<string, unknown> }): Promise<InvocationOutcome> {
     const graceEnd = this.startedAt + (this.options.startGraceMs ?? START_GRACE_MS);
     for (;;) {
       const outcome = await this.options.invoke(functionId, data, options);

@@ -49,7 +49,7 @@ export class StreamEngineModule implements EngineModule {
       {
         store,
         broadcast: storeBroadcast(store),
-        calls: { has: (id) => context.hasFunction(id), invoke: (id, data) => context.invoke(id, data) },
+        calls: { has: (id) => context.hasFunction(id), invoke: (id, data, metadata) => context.invoke(id, data, metadata === undefined ? {} : { metadata }) },
         triggersOf: (type) => this.byType.get(type) ?? [],
         metricsRegistry: context.registry,
         logger: context.logger,
@@ -62,7 +62,7 @@ export class StreamEngineModule implements EngineModule {
     const byType = new Map<string, StreamTriggerRecord[]>();
     for (const trigger of triggers) {
       const list = byType.get(trigger.triggerType) ?? [];
-      list.push({ id: trigger.id, functionId: trigger.functionId, config: trigger.config });
+      list.push({ id: trigger.id, functionId: trigger.functionId, config: trigger.config, ...(trigger.metadata === undefined ? {} : { metadata: trigger.metadata }) });
       byType.set(trigger.triggerType, list);
     }
     this.byType = byType;

@@ -13,7 +13,8 @@ export type StreamResult = { ok: true; value: unknown } | { ok: false; error: Wi
 /** Calls to functions anywhere in the cluster (the engine's invoker, with the module's deadline). */
 export interface StreamCalls {
   has(functionId: string): boolean;
-  invoke(functionId: string, data: unknown): Promise<InvocationOutcome>;
+  /** `metadata`: the trigger's, passed on to its handler as iii does (stream.rs, connection.rs call_with_metadata). */
+  invoke(functionId: string, data: unknown, metadata?: Record<string, unknown>): Promise<InvocationOutcome>;
 }
 
 export interface StreamFunctionDeps {

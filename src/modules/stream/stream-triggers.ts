@@ -13,6 +13,7 @@ export interface StreamTriggerRecord {
   id: string;
   functionId: string;
   config: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
 }
 
 export interface StreamTriggerDeps {
@@ -86,7 +87,7 @@ export class StreamTriggers {
           // As iii: only an explicit false skips the handler.
           if (condition.value === false) continue;
         }
-        const outcome = await this.deps.calls.invoke(trigger.functionId, message);
+        const outcome = await this.deps.calls.invoke(trigger.functionId, message, trigger.metadata);
         if (!outcome.ok) this.deps.logger.error({ functionId: trigger.functionId, code: outcome.failure.code }, 'stream trigger handler failed');
       } catch (err) {
         this.deps.logger.error({ err, functionId: trigger.functionId }, 'stream trigger call threw');
@@ -101,7 +102,7 @@ export class StreamTriggers {
   async join(event: JoinLeaveEvent): Promise<{ unauthorized: boolean }> {
     let unauthorized = false;
     for (const trigger of this.deps.triggersOf(JOIN_TRIGGER_TYPE)) {
-      const outcome = await this.deps.calls.invoke(trigger.functionId, event);
+      const outcome = await this.deps.calls.invoke(trigger.functionId, event, trigger.metadata);
       if (!outcome.ok) {
         this.deps.logger.error({ functionId: trigger.functionId, code: outcome.failure.code }, 'stream:join handler failed');
         continue;
@@ -113,7 +114,7 @@ export class StreamTriggers {
 
   async leave(event: JoinLeaveEvent): Promise<void> {
     for (const trigger of this.deps.triggersOf(LEAVE_TRIGGER_TYPE)) {
-      const outcome = await this.deps.calls.invoke(trigger.functionId, event);
+      const outcome = await this.deps.calls.invoke(trigger.functionId, event, trigger.metadata);
       if (!outcome.ok) this.deps.logger.debug({ functionId: trigger.functionId, code: outcome.failure.code }, 'stream:leave handler failed');
     }
   }
