@@ -22,19 +22,28 @@ export interface PrometheusHandle {
   stop(): Promise<void>;
 }
 
-/** A real Prometheus on a free loopback port, scraping `target` (host:port) every second. */
-export async function startPrometheus(target: string, ruleFiles: string[] = []): Promise<PrometheusHandle> {
-  const binary = prometheusBinary();
-  const dir = await mkdtemp(join(tmpdir(), 'switchyard-prom-'));
-  const port = await freePort();
+/** A real Prometheus on a free loopback port, scraping `targets` (host:port) every second. */
+export async function startPrometheus(targets: string | string[], ruleFiles: string[] = []): Promise<PrometheusHandle> {
   const config = [
     'global: { scrape_interval: 1s, evaluation_interval: 1s }',
     `rule_files: [${ruleFiles.map((f) => JSON.stringify(f)).join(', ')}]`,
     'scrape_configs:',
     '  - job_name: switchyard',
-    `    static_configs: [{ targets: [${JSON.stringify(target)}] }]`,
+    `    static_configs: [{ targets: ${JSON.stringify([targets].flat())} }]`,
   ].join('\n');
+  return startPrometheusWithConfig(config);
+}
+
+/**
+ * A real Prometheus on a free loopback port with `config` as its prometheus.yml; `files` (name → text)
+ * are written beside it, so a relative `rule_files` entry (the shipped config's `alerts.yml`) resolves.
+ */
+export async function startPrometheusWithConfig(config: string, files: Record<string, string> = {}): Promise<PrometheusHandle> {
+  const binary = prometheusBinary();
+  const dir = await mkdtemp(join(tmpdir(), 'switchyard-prom-'));
+  const port = await freePort();
   await writeFile(join(dir, 'prometheus.yml'), config);
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
   const process = spawnManaged(binary, [
     `--config.file=${join(dir, 'prometheus.yml')}`,
     `--storage.tsdb.path=${join(dir, 'data')}`,
