@@ -96,6 +96,8 @@ export class ModuleHost {
     const outcome = await this.options.invoker.invoke(functionId, data, {
       deadline: performance.now() + timeoutMs,
       ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+      ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
+      ...(options.baggage === undefined ? {} : { baggage: options.baggage }),
     });
     this.metrics.triggerCall(module, outcome.ok);
     return outcome;

@@ -38,6 +38,9 @@ export interface ModuleInvokeOptions {
   metadata?: Record<string, unknown>;
   /** Default: the HTTP module's default_timeout. */
   timeoutMs?: number;
+  /** W3C trace context to hand the worker (a queued call carries its enqueuer's). */
+  traceparent?: string;
+  baggage?: string;
 }
 
 export interface ModuleContext {

@@ -24,6 +24,8 @@ export interface InProcessOptions {
   /** iii-worker-manager config, merged over port 0 on loopback. */
   workers?: Record<string, unknown>;
   logLevel?: 'debug' | 'info' | 'warn';
+  /** More `workers:` entries (iii modules such as `iii-queue`), after the two listeners. */
+  modules?: { name: string; config?: Record<string, unknown> }[];
   env?: Record<string, string | undefined>;
 }
 
@@ -32,6 +34,7 @@ export async function startInProcessEngine(options: InProcessOptions = {}): Prom
     workers: [
       { name: 'iii-http', config: { host: '127.0.0.1', port: 0, ...options.api } },
       { name: 'iii-worker-manager', config: { host: '127.0.0.1', port: 0, ...options.workers } },
+      ...(options.modules ?? []),
     ],
   });
   const stdout = new LineLog();

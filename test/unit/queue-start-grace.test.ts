@@ -15,7 +15,8 @@ const unavailable: InvocationOutcome = { ok: false, failure: { source: 'engine',
 /**
  * Stored messages are ready at once when the engine starts (an embedded store replays its journal),
  * before the workers have reconnected: while the start grace lasts, a message whose function no worker
- * serves yet waits for one instead of failing an attempt (docs/queue.md#delivery).
+ * serves yet waits for one instead of failing an attempt (docs/queue.md#delivery). It waits on the
+ * function table (tableChanged() after each rebuild), not by calling again on a timer.
  */
 describe('queue start grace', () => {
   let module: QueueModule | undefined;
@@ -35,6 +36,7 @@ describe('queue start grace', () => {
         calls.push(Date.now());
         return Promise.resolve(served() ? { ok: true, value: null } : unavailable);
       },
+      hasFunction: served,
       logger,
       startGraceMs,
     });
@@ -46,16 +48,30 @@ describe('queue start grace', () => {
     return module.stats(lane);
   };
 
-  it('waits for a worker to serve the function instead of failing the attempt', async () => {
+  it('waits for a worker to serve the function instead of failing the attempt, without calling again meanwhile', async () => {
     let served = false;
     const { calls } = setUp(60_000, () => served);
     await module?.start();
     await module?.enqueue('q', 'f', { n: 1 }, 'm-1');
-    await waitUntil(() => calls.length >= 3, 10_000, 'unavailable calls repeated');
+    await waitUntil(() => calls.length === 1, 10_000, 'the first call');
+    // A rebuild that does not list the function changes nothing; nor does time passing.
+    module?.tableChanged();
+    await new Promise((r) => setTimeout(r, 400));
+    expect(calls).toHaveLength(1);
     expect((await stats()).retried).toBe(0);
     served = true;
+    module?.tableChanged();
     await waitUntil(async () => (await stats()).depth === 0, 10_000, 'message acknowledged');
+    expect(calls).toHaveLength(2);
     expect(await stats()).toMatchObject({ retried: 0, deadLetters: 0 });
+  });
+
+  it('fails the attempt when the grace ends before a worker serves the function', async () => {
+    const { calls } = setUp(300, () => false);
+    await module?.start();
+    await module?.enqueue('q', 'f', { n: 1 }, 'm-1');
+    await waitUntil(async () => (await stats()).retried === 1, 10_000, 'attempt failed');
+    expect(calls).toHaveLength(1);
   });
 
   it('fails the attempt once the grace is over', async () => {

@@ -28,6 +28,7 @@ export function createQueueEngineModule(context: ModuleContext): EngineModule {
     },
     brokerType: placement.kind === 'redis' ? 'redis' : 'builtin',
     invoke: (functionId, data, options) => context.invoke(functionId, data, options),
+    hasFunction: (functionId) => context.hasFunction(functionId),
     logger: context.logger,
     registry: context.registry,
   });
@@ -49,6 +50,8 @@ export function createQueueEngineModule(context: ModuleContext): EngineModule {
     ],
     functions: new Map(module.functions()),
     triggersChanged(triggers) {
+      // Called after every table rebuild: also the moment a message waiting for its function looks again.
+      module.tableChanged();
       latest = triggers;
       if (started) apply();
     },

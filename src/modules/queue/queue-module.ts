@@ -24,7 +24,6 @@ export const RUN_TIMEOUT_MS = 300_000;
  * before the workers are back, and must not be dead-lettered for that.
  */
 export const START_GRACE_MS = 30_000;
-const START_GRACE_POLL_MS = 100;
 
 export interface QueueModuleOptions {
   config: QueueConfig;
@@ -33,12 +32,26 @@ export interface QueueModuleOptions {
   /** How list_topics names the store (`builtin` or `redis`). */
   brokerType: string;
   /** Calls a function wherever a worker serves it in the cluster. */
-  invoke: (functionId: string, data: unknown, options: { timeoutMs: number; metadata?: Record<string, unknown> }) => Promise<InvocationOutcome>;
+  invoke: (functionId: string, data: unknown, options: QueueInvokeOptions) => Promise<InvocationOutcome>;
+  /**
+   * Whether a connected worker anywhere in the cluster serves the function (the function table). A
+   * message waiting out the start grace looks again after each `tableChanged()`.
+   */
+  hasFunction: (functionId: string) => boolean;
   logger: Logger;
   /** Overrides START_GRACE_MS. */
   startGraceMs?: number;
   /** This process's metrics registry: the queue's gauges are added to it. */
   registry?: Registry;
+}
+
+/** How a message's function is called: its deadline, and the enqueuer's trace context (as iii hands it on). */
+export interface QueueInvokeOptions {
+  timeoutMs: number;
+  /** The subscriber trigger's metadata (durable topics). */
+  metadata?: Record<string, unknown>;
+  traceparent?: string;
+  baggage?: string;
 }
 
 interface TopicLane {
@@ -65,6 +78,8 @@ export class QueueModule implements QueueFunctionsTarget {
   private held: QueueBackend | undefined;
   private closing: Promise<void> | undefined;
   private startedAt = 0;
+  /** Messages waiting out the start grace for their function: woken by tableChanged() and close(). */
+  private readonly tableWaiters = new Set<() => void>();
 
   constructor(private readonly options: QueueModuleOptions) {
     this.brokerType = options.brokerType;
@@ -138,7 +153,13 @@ export class QueueModule implements QueueFunctionsTarget {
   }
 
   private async run(job: QueueJob, conditionFunctionId?: string, metadata?: Record<string, unknown>): Promise<AttemptOutcome> {
-    const options = { timeoutMs: RUN_TIMEOUT_MS };
+    // The enqueuer's trace context goes on to the consumer's invocation (iii: the queue job's span
+    // is parented on the stored traceparent, and the call carries it).
+    const options: QueueInvokeOptions = {
+      timeoutMs: RUN_TIMEOUT_MS,
+      ...(job.traceparent === undefined ? {} : { traceparent: job.traceparent }),
+      ...(job.baggage === undefined ? {} : { baggage: job.baggage }),
+    };
     if (conditionFunctionId !== undefined) {
       const condition = await this.invokeAfterStart(conditionFunctionId, job.data, options);
       if (!condition.ok) return { ok: false, error: `condition ${conditionFunctionId}: ${condition.failure.code}: ${condition.failure.message}` };
@@ -149,16 +170,41 @@ export class QueueModule implements QueueFunctionsTarget {
     return { ok: false, error: `${outcome.failure.code}: ${outcome.failure.message}` };
   }
 
-  /** Invokes; while the start grace lasts, a function no worker serves yet is waited for (START_GRACE_MS). */
-  private async invokeAfterStart(functionId: string, data: unknown, options: { timeoutMs: number; metadata?: Record<string, unknown> }): Promise<InvocationOutcome> {
+  /**
+   * Invokes; while the start grace lasts (START_GRACE_MS), a function no worker serves yet is waited
+   * for: the call is made again once a table rebuild lists the function (tableChanged()), or fails the
+   * attempt when the grace ends first. Nothing polls.
+   */
+  private async invokeAfterStart(functionId: string, data: unknown, options: QueueInvokeOptions): Promise<InvocationOutcome> {
     const graceEnd = this.startedAt + (this.options.startGraceMs ?? START_GRACE_MS);
     for (;;) {
       const outcome = await this.options.invoke(functionId, data, options);
-      if (outcome.ok || outcome.failure.source !== 'engine' || outcome.failure.code !== 'FUNCTION_UNAVAILABLE' || this.closing !== undefined) return outcome;
-      const left = graceEnd - Date.now();
-      if (left <= 0) return outcome;
-      await new Promise<void>((resolve) => setTimeout(resolve, Math.min(left, START_GRACE_POLL_MS)));
+      if (outcome.ok || outcome.failure.source !== 'engine' || outcome.failure.code !== 'FUNCTION_UNAVAILABLE') return outcome;
+      if (!(await this.servedBefore(functionId, graceEnd))) return outcome;
     }
+  }
+
+  /** Resolves true once the table lists a worker serving the function, false at `until` (wall clock) or on close. */
+  private async servedBefore(functionId: string, until: number): Promise<boolean> {
+    for (;;) {
+      if (this.closing !== undefined || Date.now() >= until) return false;
+      // Checked and waited for in one step: a rebuild between the two cannot be missed.
+      if (this.options.hasFunction(functionId)) return true;
+      await new Promise<void>((resolve) => {
+        const wake = (): void => {
+          clearTimeout(timer);
+          this.tableWaiters.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, until - Date.now());
+        this.tableWaiters.add(wake);
+      });
+    }
+  }
+
+  /** The cluster's function table was rebuilt (a worker came or went): messages waiting for a function look again. */
+  tableChanged(): void {
+    for (const wake of [...this.tableWaiters]) wake();
   }
 
   // QueueFunctionsTarget
@@ -300,6 +346,7 @@ export class QueueModule implements QueueFunctionsTarget {
   /** Stops consuming (waiting briefly for what runs), then closes the store. Idempotent. */
   close(): Promise<void> {
     this.closing ??= this.held?.close() ?? Promise.resolve();
+    this.tableChanged();
     return this.closing;
   }
 }
