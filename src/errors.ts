@@ -89,7 +89,7 @@ export const WIRE_ERRORS = {
   UPDATE_ERROR: 'state::update could not apply the update',
   LIST_ERROR: 'state::list could not list the scope',
   LIST_GROUPS_ERROR: 'state::list_groups could not list the scopes',
-  VALUE_TOO_LARGE: "state::set's value (or stream::set/send's data, stream::update's ops) is larger than the module's max_value_bytes",
+  VALUE_TOO_LARGE: "state::set's value, or the value a state::update or stream::update would write (or stream::set/send's data, stream::update's ops), is larger than the module's max_value_bytes",
   STREAM_SET_ERROR: 'stream::set could not write the item (the store failed, or a custom stream failed or answered nothing)',
   STREAM_GET_ERROR: 'stream::get could not read the item',
   STREAM_DELETE_ERROR: 'stream::delete could not delete the item (the store or a custom stream failed)',

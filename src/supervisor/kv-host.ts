@@ -2,8 +2,9 @@ import type { Logger } from 'pino';
 import type { IpcChannel } from '../bus/ipc-channel.js';
 import { KvFile } from '../modules/storage/kv-file.js';
 import type { KvChange, KvUpdateOp } from '../modules/storage/kv-store.js';
-import type { KvChangeMessage, KvReplyMessage, KvRequestMessage } from '../modules/storage/ipc-kv-store.js';
-import { isKvRequest } from '../modules/storage/ipc-kv-store.js';
+import { answerIpcRequests } from '../bus/ipc-requests.js';
+import type { KvChangeMessage, KvRequest } from '../modules/storage/ipc-kv-store.js';
+import { KV_TAG, isKvRequest } from '../modules/storage/ipc-kv-store.js';
 import { MemoryKvStore, MemoryLeaseStore } from '../modules/storage/memory-kv-store.js';
 import type { KvStoreSpec } from '../modules/storage/store-specs.js';
 
@@ -50,9 +51,7 @@ export class KvHost {
 
   attach(channel: IpcChannel): void {
     const attached: Attached = { unsubscribe: () => undefined, watching: new Map(), holders: new Set() };
-    attached.unsubscribe = channel.onMessage((message) => {
-      if (isKvRequest(message)) this.answer(channel, attached, message);
-    });
+    attached.unsubscribe = answerIpcRequests(channel, KV_TAG, isKvRequest, (request) => this.apply(attached, request));
     this.channels.set(channel, attached);
   }
 
@@ -69,17 +68,7 @@ export class KvHost {
     for (const { file } of this.stores.values()) file?.close();
   }
 
-  private answer(channel: IpcChannel, attached: Attached, request: KvRequestMessage): void {
-    let reply: KvReplyMessage;
-    try {
-      reply = { sy: 'kv-reply', id: request.id, ok: true, value: this.apply(attached, request) };
-    } catch (err) {
-      reply = { sy: 'kv-reply', id: request.id, ok: false, message: err instanceof Error ? err.message : String(err) };
-    }
-    channel.send(reply);
-  }
-
-  private apply(attached: Attached, request: KvRequestMessage): unknown {
+  private apply(attached: Attached, request: KvRequest): unknown {
     const args = request.args;
     const text = (index: number): string => {
       const value = args[index];
@@ -105,7 +94,7 @@ export class KvHost {
         return store.deleteNow(text(0), text(1), text(2));
       case 'update':
         if (!Array.isArray(args[3])) throw new Error('update needs an array of ops');
-        return store.updateNow(text(0), text(1), text(2), args[3] as KvUpdateOp[]);
+        return store.updateNow(text(0), text(1), text(2), args[3] as KvUpdateOp[], typeof args[4] === 'number' && args[4] > 0 ? args[4] : undefined);
       case 'list':
         return store.listNow(text(0), text(1));
       case 'listGroups':

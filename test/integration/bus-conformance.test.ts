@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { Bus, BusHandlers } from '../../src/bus/bus.js';
 import { encodeBusMessage } from '../../src/bus/bus-messages.js';
 import { IpcBus } from '../../src/bus/ipc-bus.js';
-import type { IpcChannel } from '../../src/bus/ipc-channel.js';
+import type { MemoryLink } from '../support/memory-ipc.js';
+import { memoryLink } from '../support/memory-ipc.js';
 import { IpcRelay } from '../../src/bus/ipc-relay.js';
 import { RedisBus } from '../../src/bus/redis-bus.js';
 import { RedisKeyspace } from '../../src/bus/redis-keyspace.js';
@@ -231,32 +232,6 @@ export function busConformance(name: string, makeCluster: () => Promise<TestClus
 
 // ---------------------------------------------------------------------------------------------------
 // Embedded: IpcBus children connected by in-memory channels to one IpcRelay.
-
-interface MemoryLink {
-  child: IpcChannel;
-  primary: IpcChannel;
-  /** The child process died: nothing crosses any more, and the relay is told (as on 'exit'). */
-  sever(): void;
-}
-
-function memoryLink(): MemoryLink {
-  const listeners = { child: new Set<(m: unknown) => void>(), primary: new Set<(m: unknown) => void>() };
-  let severed = false;
-  const end = (self: 'child' | 'primary', other: 'child' | 'primary'): IpcChannel => ({
-    send: (message) => {
-      if (severed) return;
-      const copy: unknown = JSON.parse(JSON.stringify(message)); // node:cluster IPC serialises as JSON
-      setImmediate(() => {
-        if (!severed) for (const listener of [...listeners[other]]) listener(copy);
-      });
-    },
-    onMessage: (listener) => {
-      listeners[self].add(listener);
-      return () => listeners[self].delete(listener);
-    },
-  });
-  return { child: end('child', 'primary'), primary: end('primary', 'child'), sever: () => (severed = true) };
-}
 
 function ipcCluster(): Promise<TestCluster> {
   const clusterName = randomId('ipc');

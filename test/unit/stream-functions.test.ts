@@ -137,6 +137,17 @@ describe('stream functions against the store', () => {
     expect(sent.ok === false && sent.error.code).toBe('VALUE_TOO_LARGE');
   });
 
+  it('refuses an update whose resulting item would pass max_value_bytes, though its ops are small', async () => {
+    const { functions, store, fired } = setup({}, 64);
+    const grow = (path: string) => functions.call('stream::update', { ...item, ops: [{ type: 'set', path, value: 'x'.repeat(20) }] });
+    expect((await grow('a')).ok).toBe(true);
+    expect((await grow('b')).ok).toBe(true);
+    const refused = await grow('c');
+    expect(refused.ok === false && refused.error).toEqual({ code: 'VALUE_TOO_LARGE', message: 'value of 82 bytes exceeds the configured max_value_bytes limit of 64' });
+    expect(await store.get('stream:s', 'g', 'i')).toEqual({ a: 'x'.repeat(20), b: 'x'.repeat(20) });
+    expect(fired).toHaveLength(2);
+  });
+
   it('answers iii store error codes when the store fails', async () => {
     const { functions, store } = setup();
     const codes: string[] = [];

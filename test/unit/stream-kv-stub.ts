@@ -2,6 +2,7 @@
 import type { KvChange, KvChangeListener, KvStore, KvUpdateOp, KvUpdateResult } from '../../src/modules/storage/kv-store.js';
 import type { StreamBroadcast } from '../../src/modules/stream/stream-fanout.js';
 import type { StreamMessage } from '../../src/modules/stream/stream-wire.js';
+import { checkValueSize } from '../../src/modules/storage/update-ops.js';
 
 /**
  * A tiny in-memory KvStore for the stream module's unit tests (the real stores have their own
@@ -55,7 +56,7 @@ export class StubKvStore implements KvStore {
     return { old_value: old };
   }
 
-  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): Promise<KvUpdateResult> {
+  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): Promise<KvUpdateResult> {
     this.fail();
     const keys = this.group(namespace, group);
     const old = keys.get(key);
@@ -64,6 +65,7 @@ export class StubKvStore implements KvStore {
       if (op.type === 'set') next[op.path] = op.value;
       if (op.type === 'increment') next[op.path] = ((next[op.path] as number | undefined) ?? 0) + op.by;
     }
+    checkValueSize(JSON.stringify(next), maxValueBytes);
     keys.set(key, next);
     this.emit({ namespace, group, key, kind: old === undefined ? 'created' : 'updated', old_value: old, new_value: next });
     return { old_value: old, new_value: next };

@@ -20,7 +20,7 @@ export const streamModuleSchema = z
       .int()
       .min(1)
       .optional()
-      .describe("Largest `data` of `stream::set` / `stream::send` (and `ops` of `stream::update`), as JSON bytes (default 1048576); larger is refused with `VALUE_TOO_LARGE`. Switchyard's"),
+      .describe("Largest `data` of `stream::set` / `stream::send` (and `ops` of `stream::update`, and the item an update writes), as JSON bytes (default 1048576); larger is refused with `VALUE_TOO_LARGE`. Switchyard's"),
     max_message_bytes: z.int().min(256).optional().describe("Largest frame a client may send (default 65536); a larger one closes its connection with 1009. Switchyard's"),
     max_buffered_bytes: z
       .int()

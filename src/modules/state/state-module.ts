@@ -2,7 +2,7 @@ import type { EngineFunction } from '../../workers/engine-functions.js';
 import type { EngineModule, ModuleContext, ModuleTrigger, ModuleTriggerType } from '../module.js';
 import { failure, inputObject, moduleCall, requiredString, requiredValue, success } from '../module-input.js';
 import type { KvStore, KvUpdateOp } from '../storage/kv-store.js';
-import { invalidOps } from '../storage/update-ops.js';
+import { invalidOps, isValueTooLarge } from '../storage/update-ops.js';
 import { StateTriggers } from './state-triggers.js';
 import type { StateEvent } from './state-triggers.js';
 
@@ -126,8 +126,10 @@ export class StateModule implements EngineModule {
     if (invalid !== undefined) return failure('deserialization_error', `Failed to deserialize input for ${STATE_FUNCTIONS.update}: ${invalid}`);
     let result;
     try {
-      result = await this.kv.update(STATE_NAMESPACE, scope, key, ops as KvUpdateOp[]);
+      result = await this.kv.update(STATE_NAMESPACE, scope, key, ops as KvUpdateOp[], this.maxValueBytes);
     } catch (err) {
+      // Switchyard's: the value an update would write is bounded like set's (iii bounds set only).
+      if (isValueTooLarge(err)) return failure('VALUE_TOO_LARGE', err.message);
       return failure('UPDATE_ERROR', `Failed to update value: ${message(err)}`);
     }
     this.fire(result.old_value === undefined ? 'state:created' : 'state:updated', scope, key, result.old_value, result.new_value);

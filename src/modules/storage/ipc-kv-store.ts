@@ -1,4 +1,5 @@
 import type { IpcChannel } from '../../bus/ipc-channel.js';
+import { IpcRequester } from '../../bus/ipc-requests.js';
 import type { KvChange, KvChangeListener, KvDeleteResult, KvSetResult, KvStore, KvUpdateOp, KvUpdateResult, LeaseStore } from './kv-store.js';
 import { isPlainObject } from '../../values.js';
 
@@ -6,26 +7,19 @@ import { isPlainObject } from '../../values.js';
  * The child's end of the primary-held store (embedded mode, docs/modules.md): every call is one IPC
  * request answered by the primary (src/supervisor/kv-host.ts), which applies writes one at a time and
  * sends every change to the children watching its namespace. Tagged `sy: "kv"` on the channel the
- * bus and status messages share.
+ * bus and status messages share (request and answer: src/bus/ipc-requests.ts).
  */
+
+export const KV_TAG = 'kv';
 
 export type KvOp = 'get' | 'set' | 'delete' | 'update' | 'list' | 'listGroups' | 'listNamespaces' | 'watch' | 'notify' | 'acquire' | 'release';
 
-export interface KvRequestMessage {
-  sy: 'kv';
-  id: number;
+/** A request's body (the helper adds `sy` and `id`). */
+export interface KvRequest extends Record<string, unknown> {
   /** store-specs.ts storeIdOf; empty for lease operations. */
   store: string;
   op: KvOp;
   args: unknown[];
-}
-
-export interface KvReplyMessage {
-  sy: 'kv-reply';
-  id: number;
-  ok: boolean;
-  value?: unknown;
-  message?: string;
 }
 
 export interface KvChangeMessage {
@@ -34,12 +28,8 @@ export interface KvChangeMessage {
   change: KvChange;
 }
 
-export function isKvRequest(message: unknown): message is KvRequestMessage {
-  return isPlainObject(message) && message.sy === 'kv' && typeof message.id === 'number' && typeof message.store === 'string' && typeof message.op === 'string' && Array.isArray(message.args);
-}
-
-function isKvReply(message: unknown): message is KvReplyMessage {
-  return isPlainObject(message) && message.sy === 'kv-reply' && typeof message.id === 'number';
+export function isKvRequest(message: Record<string, unknown>): message is Record<string, unknown> & KvRequest {
+  return typeof message.store === 'string' && typeof message.op === 'string' && Array.isArray(message.args);
 }
 
 function isKvChange(message: unknown): message is KvChangeMessage {
@@ -49,39 +39,22 @@ function isKvChange(message: unknown): message is KvChangeMessage {
 /** A request the primary has not answered within this is failed (it is busy or gone). */
 const REQUEST_TIMEOUT_MS = 5_000;
 
-interface Pending {
-  resolve: (value: unknown) => void;
-  reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
-}
-
 /** One child's link to the primary's stores: the requests in flight and the change listeners. */
 export class IpcKvLink {
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  private readonly requests: IpcRequester<KvRequest>;
   private readonly watchers = new Map<string, Set<{ prefix: string; listener: KvChangeListener }>>();
   private readonly unsubscribe: () => void;
   private closed = false;
 
-  constructor(private readonly channel: IpcChannel) {
+  constructor(channel: IpcChannel) {
+    this.requests = new IpcRequester<KvRequest>(channel, KV_TAG, REQUEST_TIMEOUT_MS, (body) => body.op);
     this.unsubscribe = channel.onMessage((message) => {
-      if (isKvReply(message)) this.settle(message);
-      else if (isKvChange(message)) this.deliver(message);
+      if (isKvChange(message)) this.deliver(message);
     });
   }
 
   request(store: string, op: KvOp, args: unknown[]): Promise<unknown> {
-    if (this.closed) return Promise.reject(new Error('the kv store is closed'));
-    const id = this.nextId++;
-    return new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(new Error(`the primary did not answer ${op} within ${REQUEST_TIMEOUT_MS} ms`));
-      }, REQUEST_TIMEOUT_MS);
-      this.pending.set(id, { resolve, reject, timer });
-      const message: KvRequestMessage = { sy: 'kv', id, store, op, args };
-      this.channel.send(message);
-    });
+    return this.requests.request({ store, op, args });
   }
 
   store(storeId: string): KvStore {
@@ -116,21 +89,8 @@ export class IpcKvLink {
     if (this.closed) return;
     this.closed = true;
     this.unsubscribe();
-    for (const [id, pending] of this.pending) {
-      clearTimeout(pending.timer);
-      pending.reject(new Error('the kv store closed'));
-      this.pending.delete(id);
-    }
+    this.requests.close();
     this.watchers.clear();
-  }
-
-  private settle(reply: KvReplyMessage): void {
-    const pending = this.pending.get(reply.id);
-    if (pending === undefined) return;
-    this.pending.delete(reply.id);
-    clearTimeout(pending.timer);
-    if (reply.ok) pending.resolve(reply.value);
-    else pending.reject(new Error(reply.message ?? 'kv request failed'));
   }
 
   private deliver(message: KvChangeMessage): void {
@@ -159,8 +119,9 @@ class IpcKvStore implements KvStore {
     return (await this.link.request(this.storeId, 'delete', [namespace, group, key])) as KvDeleteResult;
   }
 
-  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): Promise<KvUpdateResult> {
-    return (await this.link.request(this.storeId, 'update', [namespace, group, key, ops])) as KvUpdateResult;
+  /** The primary checks the limit; its ValueTooLargeError comes back as an error with code VALUE_TOO_LARGE. */
+  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): Promise<KvUpdateResult> {
+    return (await this.link.request(this.storeId, 'update', [namespace, group, key, ops, maxValueBytes ?? null])) as KvUpdateResult;
   }
 
   async list(namespace: string, group: string): Promise<unknown[]> {

@@ -69,7 +69,13 @@ export interface KvStore {
   get(namespace: string, group: string, key: string): Promise<unknown>;
   set(namespace: string, group: string, key: string, value: unknown): Promise<KvSetResult>;
   delete(namespace: string, group: string, key: string): Promise<KvDeleteResult>;
-  update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): Promise<KvUpdateResult>;
+  /**
+   * Applies iii's ops to the stored value. With `maxValueBytes`, a result whose JSON is larger is not
+   * written: the call rejects with a ValueTooLargeError (update-ops.ts), so repeated updates cannot
+   * grow a value past the module's limit. Checked where the write is applied (the primary, or
+   * between Redis's read and its compare-and-set), on the value actually written.
+   */
+  update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): Promise<KvUpdateResult>;
   /** Every value of one group. */
   list(namespace: string, group: string): Promise<unknown[]>;
   /** The groups of one namespace that hold at least one key. */

@@ -34,8 +34,8 @@ export class LazyRedisStore implements KvStore, LeaseStore {
     return (await this.store()).delete(namespace, group, key);
   }
 
-  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): Promise<KvUpdateResult> {
-    return (await this.store()).update(namespace, group, key, ops);
+  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): Promise<KvUpdateResult> {
+    return (await this.store()).update(namespace, group, key, ops, maxValueBytes);
   }
 
   async list(namespace: string, group: string): Promise<unknown[]> {

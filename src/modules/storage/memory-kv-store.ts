@@ -1,5 +1,5 @@
 import type { KvChange, KvChangeListener, KvDeleteResult, KvSetResult, KvStore, KvUpdateOp, KvUpdateResult, LeaseStore } from './kv-store.js';
-import { applyUpdateOps } from './update-ops.js';
+import { applyUpdateOps, checkValueSize } from './update-ops.js';
 
 /** namespace → group → key → value; Maps keep insertion order (iii's store lists in insertion order). */
 export type KvData = Map<string, Map<string, Map<string, unknown>>>;
@@ -54,15 +54,17 @@ export class MemoryKvStore implements KvStore {
     return { old_value: old };
   }
 
-  update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): Promise<KvUpdateResult> {
-    return Promise.resolve(this.updateNow(namespace, group, key, ops));
+  update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): Promise<KvUpdateResult> {
+    // A throw in the executor (ValueTooLargeError) rejects the promise.
+    return new Promise((resolve) => resolve(this.updateNow(namespace, group, key, ops, maxValueBytes)));
   }
 
-  updateNow(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): KvUpdateResult {
-    const keys = this.groupFor(namespace, group);
-    const old = keys.get(key);
+  /** Throws a ValueTooLargeError, writing nothing, when the result passes `maxValueBytes`. */
+  updateNow(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): KvUpdateResult {
+    const old = this.getNow(namespace, group, key);
     const { value, errors } = applyUpdateOps(old, ops);
-    keys.set(key, value);
+    checkValueSize(JSON.stringify(value ?? null), maxValueBytes);
+    this.groupFor(namespace, group).set(key, value);
     this.changed({ namespace, group, key, kind: old === undefined ? 'created' : 'updated', old_value: old, new_value: value });
     return { old_value: old, new_value: value, ...(errors.length === 0 ? {} : { errors }) };
   }

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { KvChange, KvChangeListener, KvDeleteResult, KvSetResult, KvStore, KvUpdateOp, KvUpdateResult, LeaseStore } from './kv-store.js';
-import { applyUpdateOps } from './update-ops.js';
+import { applyUpdateOps, checkValueSize } from './update-ops.js';
 
 /**
  * The Redis store (docs/modules.md): a hash per (namespace, group) holding JSON text, a set of the
@@ -178,13 +178,16 @@ export class RedisKvStore implements KvStore, LeaseStore {
     return { old_value: old === null ? undefined : (JSON.parse(old) as unknown) };
   }
 
-  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[]): Promise<KvUpdateResult> {
+  async update(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): Promise<KvUpdateResult> {
     const hash = this.hashKey(namespace, group);
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
       const oldText = await this.client.hget(hash, key);
       const old = oldText === null ? undefined : (JSON.parse(oldText) as unknown);
       const { value, errors } = applyUpdateOps(old, ops);
-      const [applied] = await this.write(namespace, group, key, JSON.stringify(value ?? null), oldText);
+      const text = JSON.stringify(value ?? null);
+      // On the value this attempt would write: another writer's change may have grown it meanwhile.
+      checkValueSize(text, maxValueBytes);
+      const [applied] = await this.write(namespace, group, key, text, oldText);
       if (applied === 1) return { old_value: old, new_value: value, ...(errors.length === 0 ? {} : { errors }) };
     }
     throw new Error(`update of ${key} lost ${MAX_UPDATE_ATTEMPTS} races in a row to concurrent writes`);

@@ -86,6 +86,29 @@ function own(target: JsonObject, key: string): Json {
   return Object.prototype.hasOwnProperty.call(target, key) ? target[key] : undefined;
 }
 
+/** A value larger than the module's `max_value_bytes` (iii's VALUE_TOO_LARGE); nothing was written. */
+export class ValueTooLargeError extends Error {
+  readonly code = 'VALUE_TOO_LARGE';
+  constructor(
+    readonly size: number,
+    readonly limit: number,
+  ) {
+    super(`value of ${size} bytes exceeds the configured max_value_bytes limit of ${limit}`);
+  }
+}
+
+/** The JSON byte size of `text`, thrown as a ValueTooLargeError when it passes `limit` (undefined: no limit). */
+export function checkValueSize(text: string, limit: number | undefined): void {
+  if (limit === undefined) return;
+  const size = Buffer.byteLength(text);
+  if (size > limit) throw new ValueTooLargeError(size, limit);
+}
+
+/** Whether an error (thrown here, or carried back over IPC with its code) is a value over the limit. */
+export function isValueTooLarge(err: unknown): err is Error & { code: 'VALUE_TOO_LARGE' } {
+  return err instanceof Error && (err as { code?: unknown }).code === 'VALUE_TOO_LARGE';
+}
+
 export function applyUpdateOps(oldValue: Json, ops: readonly KvUpdateOp[]): UpdateOutcome {
   const errors: KvUpdateOpError[] = [];
   const fail = (opIndex: number, code: string, message: string): void => {

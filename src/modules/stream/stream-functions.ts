@@ -2,6 +2,7 @@ import type { InvocationOutcome } from '../../invocation/invoker.js';
 import type { WireError } from '../../protocol/messages.js';
 import type { KvStore } from '../storage/kv-store.js';
 import { isPlainObject } from '../../values.js';
+import { isValueTooLarge } from '../storage/update-ops.js';
 import type { Checked } from './stream-inputs.js';
 import { readGroupInput, readItemInput, readSendInput, readSetInput, readStreamNameInput, readUpdateInput } from './stream-inputs.js';
 import type { StreamEvent, StreamMessage } from './stream-wire.js';
@@ -194,8 +195,9 @@ export class StreamFunctions {
       result = answer.value as typeof result;
     } else {
       try {
-        result = await this.deps.store.update(namespaceOf(stream_name), group_id, item_id, ops);
+        result = await this.deps.store.update(namespaceOf(stream_name), group_id, item_id, ops, this.deps.maxValueBytes);
       } catch (err) {
+        if (isValueTooLarge(err)) return fail('VALUE_TOO_LARGE', err.message);
         return fail('STREAM_UPDATE_ERROR', `Failed to update value: ${errorText(err)}`);
       }
     }
