@@ -7,6 +7,8 @@ import type { InvocationOutcome, Invoker } from '../invocation/invoker.js';
 import type { OwnerSnapshot } from '../routing/registrations.js';
 import type { EngineFunctions } from '../workers/engine-functions.js';
 import type { EngineModule, ModuleContext, ModuleInvokeOptions, ModuleTrigger, ModuleTriggerType } from './module.js';
+import { dropReasonOf } from './module.js';
+import { WarnThrottle } from '../observability/warn-throttle.js';
 import { MODULE_FACTORIES } from './module-factories.js';
 import { ModuleMetrics } from './module-metrics.js';
 import { IpcKvLink } from './storage/ipc-kv-store.js';
@@ -58,10 +60,13 @@ export class ModuleHost {
   private readonly link: IpcKvLink | undefined;
   private leaseStore: LeaseStore | undefined;
   private readonly metrics: ModuleMetrics;
+  /** Drop warnings: a handler failing on every event must not flood the log (burst of 5 per 10 s per module and reason). */
+  private readonly dropWarnings: WarnThrottle;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: ModuleHostOptions) {
     this.metrics = new ModuleMetrics(options.registry);
+    this.dropWarnings = new WarnThrottle(options.logger, 10_000, 5);
     const kvModules = Object.keys(options.config.modules).length > 0;
     // Embedded cluster: the primary holds the kv stores and the leases (src/supervisor/kv-host.ts).
     if (kvModules && options.primary !== undefined && options.config.cluster.redisUrl === undefined) this.link = new IpcKvLink(options.primary);
@@ -81,6 +86,12 @@ export class ModuleHost {
       peerId: this.options.peerId,
       config,
       invoke: (functionId, data, options) => this.invoke(name, functionId, data, options),
+      triggerDropped: (cause, fields, message) => {
+        const reason = dropReasonOf(cause);
+        this.metrics.triggerDropped(name, reason);
+        const failure = cause === 'overflow' ? {} : { code: cause.code, reason: cause.message };
+        this.dropWarnings.warn(`${name}:${reason}`, { module: name, dropReason: reason, ...failure, ...fields }, message);
+      },
       hasFunction: (functionId) => this.options.invoker.has(functionId),
       kvStore: () => this.storeFor(config, logger),
       leases: () => this.leases(),

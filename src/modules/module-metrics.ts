@@ -1,5 +1,6 @@
 import { Counter } from 'prom-client';
 import type { Registry } from 'prom-client';
+import type { TriggerDropReason } from './module.js';
 
 /** Codes kept as label values; others count as `other`, so a misbehaving caller cannot grow the registry. */
 const MAX_CODES = 50;
@@ -11,6 +12,7 @@ const MAX_CODES = 50;
 export class ModuleMetrics {
   private readonly calls: Counter<'function' | 'outcome'>;
   private readonly triggers: Counter<'module' | 'outcome'>;
+  private readonly drops: Counter<'module' | 'reason'>;
   private readonly codes = new Set<string>();
 
   constructor(registry: Registry) {
@@ -27,6 +29,16 @@ export class ModuleMetrics {
       labelNames: ['module', 'outcome'],
       registers,
     });
+    this.drops = new Counter({
+      name: 'switchyard_module_trigger_drops_total',
+      help: 'Trigger calls of state, stream, pubsub and cron that did not run to success, by module and reason: overflow (too many in flight, not called), no_handler (no worker serves the function), failed (error, timeout, worker gone)',
+      labelNames: ['module', 'reason'],
+      registers,
+    });
+  }
+
+  triggerDropped(module: string, reason: TriggerDropReason): void {
+    this.drops.inc({ module, reason });
   }
 
   functionCall(functionId: string, outcome: string): void {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { IpcChannel } from '../bus/ipc-channel.js';
 import type { IiiModuleName } from '../config/types.js';
-import type { InvocationOutcome } from '../invocation/invoker.js';
+import type { InvocationFailure, InvocationOutcome } from '../invocation/invoker.js';
 import type { EngineFunction } from '../workers/engine-functions.js';
 import type { KvStore, LeaseStore } from './storage/kv-store.js';
 
@@ -43,6 +43,18 @@ export interface ModuleInvokeOptions {
   baggage?: string;
 }
 
+/**
+ * Why a module's call to a worker did not run to success: too many calls still in flight (the event
+ * was not called at all), no worker serves the function, or the call failed (error, timeout, worker
+ * gone).
+ */
+export type TriggerDropReason = 'overflow' | 'no_handler' | 'failed';
+
+export function dropReasonOf(cause: InvocationFailure | 'overflow'): TriggerDropReason {
+  if (cause === 'overflow') return 'overflow';
+  return cause.source === 'engine' && cause.code === 'FUNCTION_UNAVAILABLE' ? 'no_handler' : 'failed';
+}
+
 export interface ModuleContext {
   readonly logger: Logger;
   /** This process's peer id: unique in the cluster (a lease holder's name). */
@@ -51,6 +63,12 @@ export interface ModuleContext {
   readonly config: Readonly<Record<string, unknown>>;
   /** Calls a function wherever a worker serves it in the cluster (the engine's invoker). */
   invoke(functionId: string, data: unknown, options?: ModuleInvokeOptions): Promise<InvocationOutcome>;
+  /**
+   * A trigger call (state trigger, subscriber, stream trigger, cron job, or the condition before
+   * one) that was dropped: counted in `switchyard_module_trigger_drops_total{module, reason}` and
+   * logged at warn with `fields` and `message`, throttled per module and reason.
+   */
+  triggerDropped(cause: InvocationFailure | 'overflow', fields: Record<string, unknown>, message: string): void;
   /** Whether a connected worker anywhere in the cluster serves the function (iii-stream's custom streams). */
   hasFunction(functionId: string): boolean;
   /** The store this module's `adapter` names; modules naming the same store share it. */

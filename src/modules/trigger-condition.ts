@@ -7,7 +7,7 @@ import type { ModuleContext } from './module.js';
 export async function runCondition(context: ModuleContext, conditionFunctionId: string, event: unknown): Promise<boolean> {
   const outcome = await context.invoke(conditionFunctionId, event);
   if (!outcome.ok) {
-    context.logger.warn({ conditionFunctionId, code: outcome.failure.code, reason: outcome.failure.message }, 'condition function failed; handler skipped');
+    context.triggerDropped(outcome.failure, { conditionFunctionId }, 'condition function failed; handler skipped');
     return false;
   }
   return outcome.value !== false;

@@ -12,6 +12,7 @@ function stateModule(config: Record<string, unknown>) {
     peerId: 'p1',
     config,
     invoke: () => Promise.resolve({ ok: true, value: null }),
+    triggerDropped: () => undefined,
     hasFunction: () => false,
     kvStore: () => store,
     leases: () => new MemoryLeaseStore(),

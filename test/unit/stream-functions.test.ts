@@ -262,7 +262,7 @@ describe('stream triggers', () => {
       calls,
       logger,
       maxPendingFirings: 1,
-      onDropped: () => dropped++,
+      dropped: () => dropped++,
     });
     triggers.fire(streamMessage('s', 'g', 'i', { type: 'create', data: 1 }));
     triggers.fire(streamMessage('s', 'g', 'i', { type: 'update', data: 2 }));

@@ -99,8 +99,6 @@ export class CronScheduler {
     if (typeof condition === 'string' && !(await runCondition(context, condition, event))) return;
     context.logger.info({ jobId: trigger.id, functionId: trigger.functionId, scheduledTime: event.scheduled_time }, 'cron job fired');
     const outcome = await context.invoke(trigger.functionId, event, trigger.metadata === undefined ? {} : { metadata: trigger.metadata });
-    if (!outcome.ok) {
-      context.logger.warn({ jobId: trigger.id, functionId: trigger.functionId, code: outcome.failure.code, reason: outcome.failure.message }, 'cron job failed');
-    }
+    if (!outcome.ok) context.triggerDropped(outcome.failure, { jobId: trigger.id, functionId: trigger.functionId }, 'cron job failed');
   }
 }

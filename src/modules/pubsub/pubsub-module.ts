@@ -59,7 +59,7 @@ export class PubSubModule implements EngineModule {
     const subscribers = this.topics.get(topic) ?? [];
     if (subscribers.length > 0 && !this.closed) {
       if (this.inFlight >= MAX_PUBLISHES_IN_FLIGHT) {
-        this.context.logger.warn({ topic, inFlight: this.inFlight }, 'publish dropped: too many publishes still calling their subscribers');
+        this.context.triggerDropped('overflow', { topic, inFlight: this.inFlight, subscribers: subscribers.length }, 'publish dropped: too many publishes still calling their subscribers');
       } else {
         this.inFlight++;
         void Promise.all(subscribers.map((trigger) => this.deliver(trigger, topic, payload))).finally(() => this.inFlight--);
@@ -70,8 +70,6 @@ export class PubSubModule implements EngineModule {
 
   private async deliver(trigger: ModuleTrigger, topic: string, payload: unknown): Promise<void> {
     const outcome = await this.context.invoke(trigger.functionId, payload, trigger.metadata === undefined ? {} : { metadata: trigger.metadata });
-    if (!outcome.ok) {
-      this.context.logger.warn({ topic, triggerId: trigger.id, functionId: trigger.functionId, code: outcome.failure.code, reason: outcome.failure.message }, 'subscriber call failed');
-    }
+    if (!outcome.ok) this.context.triggerDropped(outcome.failure, { topic, triggerId: trigger.id, functionId: trigger.functionId }, 'subscriber call failed');
   }
 }

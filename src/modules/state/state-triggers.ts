@@ -74,7 +74,7 @@ export class StateTriggers {
     );
     if (matching.length === 0) return;
     if (this.inFlight >= MAX_EVENTS_IN_FLIGHT) {
-      this.context.logger.warn({ scope: event.scope, key: event.key, inFlight: this.inFlight }, 'state event dropped: too many events still calling their triggers');
+      this.context.triggerDropped('overflow', { scope: event.scope, key: event.key, inFlight: this.inFlight, triggers: matching.length }, 'state event dropped: too many events still calling their triggers');
       return;
     }
     this.inFlight++;
@@ -90,9 +90,7 @@ export class StateTriggers {
       if (this.closed) return;
       if (config.conditionFunctionId !== undefined && !(await runCondition(this.context, config.conditionFunctionId, event))) continue;
       const outcome = await this.context.invoke(trigger.functionId, event, trigger.metadata === undefined ? {} : { metadata: trigger.metadata });
-      if (!outcome.ok) {
-        this.context.logger.warn({ triggerId: trigger.id, functionId: trigger.functionId, code: outcome.failure.code, reason: outcome.failure.message }, 'state trigger call failed');
-      }
+      if (!outcome.ok) this.context.triggerDropped(outcome.failure, { triggerId: trigger.id, functionId: trigger.functionId }, 'state trigger call failed');
     }
   }
 }

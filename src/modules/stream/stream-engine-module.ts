@@ -53,6 +53,7 @@ export class StreamEngineModule implements EngineModule {
         triggersOf: (type) => this.byType.get(type) ?? [],
         metricsRegistry: context.registry,
         logger: context.logger,
+        triggerDropped: (cause, fields, message) => context.triggerDropped(cause, fields, message),
       },
     );
     this.functions = new Map(this.stream.engineFunctions().map(([id, fn]) => [id, async (data: unknown) => engineResult(await fn(data))]));

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import type { InvocationFailure } from '../../invocation/invoker.js';
 import type { KvStore } from '../storage/kv-store.js';
 import type { StreamBroadcast } from './stream-fanout.js';
 import { StreamFanout } from './stream-fanout.js';
@@ -32,6 +33,8 @@ export interface StreamModuleDeps {
   triggersOf(type: string): readonly StreamTriggerRecord[];
   metricsRegistry: Registry;
   logger: Logger;
+  /** Where dropped trigger calls are counted and logged (the module host's, ModuleContext.triggerDropped). */
+  triggerDropped?(cause: InvocationFailure | 'overflow', fields: Record<string, unknown>, message: string): void;
 }
 
 /** Client messages waiting per connection (each join may wait for its handlers). */
@@ -59,7 +62,11 @@ export class StreamModule {
       calls: deps.calls,
       logger: deps.logger.child({ part: 'triggers' }),
       maxPendingFirings: settings.maxPendingTriggerCalls,
-      onDropped: () => this.metrics.triggerDropped(),
+      dropped: (cause, fields, message) => {
+        if (cause === 'overflow') this.metrics.triggerDropped();
+        if (deps.triggerDropped !== undefined) deps.triggerDropped(cause, fields, message);
+        else deps.logger.warn(fields, message);
+      },
     });
     this.functions = new StreamFunctions({
       store: deps.store,

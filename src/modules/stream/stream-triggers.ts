@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { InvocationFailure } from '../../invocation/invoker.js';
 import { isPlainObject } from '../../values.js';
 import type { StreamCalls } from './stream-functions.js';
 import type { JoinLeaveEvent, StreamMessage } from './stream-wire.js';
@@ -23,7 +24,8 @@ export interface StreamTriggerDeps {
   logger: Logger;
   /** Change events whose trigger calls may be running at once; beyond that, new ones are dropped and counted. */
   maxPendingFirings: number;
-  onDropped?(): void;
+  /** A trigger call dropped (overflow, or a call that failed): counted and logged by the caller; absent, logged here. */
+  dropped?(cause: InvocationFailure | 'overflow', fields: Record<string, unknown>, message: string): void;
 }
 
 /**
@@ -66,8 +68,7 @@ export class StreamTriggers {
     const matching = this.deps.triggersOf(STREAM_TRIGGER_TYPE).filter((t) => streamTriggerMatches(t.config, message));
     if (matching.length === 0) return;
     if (this.pending >= this.deps.maxPendingFirings) {
-      this.deps.onDropped?.();
-      this.deps.logger.warn({ streamName: message.streamName, triggers: matching.length }, 'stream trigger calls dropped: too many still running');
+      this.drop('overflow', { streamName: message.streamName, triggers: matching.length }, 'stream trigger calls dropped: too many still running');
       return;
     }
     this.pending++;
@@ -81,14 +82,14 @@ export class StreamTriggers {
         if (typeof conditionId === 'string' && conditionId !== '') {
           const condition = await this.deps.calls.invoke(conditionId, message);
           if (!condition.ok) {
-            this.deps.logger.error({ conditionFunctionId: conditionId, code: condition.failure.code }, 'stream trigger condition failed');
+            this.drop(condition.failure, { conditionFunctionId: conditionId, functionId: trigger.functionId }, 'stream trigger condition failed; handler skipped');
             continue;
           }
           // As iii: only an explicit false skips the handler.
           if (condition.value === false) continue;
         }
         const outcome = await this.deps.calls.invoke(trigger.functionId, message, trigger.metadata);
-        if (!outcome.ok) this.deps.logger.error({ functionId: trigger.functionId, code: outcome.failure.code }, 'stream trigger handler failed');
+        if (!outcome.ok) this.drop(outcome.failure, { triggerId: trigger.id, functionId: trigger.functionId }, 'stream trigger handler failed');
       } catch (err) {
         this.deps.logger.error({ err, functionId: trigger.functionId }, 'stream trigger call threw');
       }
@@ -104,7 +105,7 @@ export class StreamTriggers {
     for (const trigger of this.deps.triggersOf(JOIN_TRIGGER_TYPE)) {
       const outcome = await this.deps.calls.invoke(trigger.functionId, event, trigger.metadata);
       if (!outcome.ok) {
-        this.deps.logger.error({ functionId: trigger.functionId, code: outcome.failure.code }, 'stream:join handler failed');
+        this.drop(outcome.failure, { triggerId: trigger.id, functionId: trigger.functionId }, 'stream:join handler failed');
         continue;
       }
       if (isPlainObject(outcome.value) && outcome.value.unauthorized === true) unauthorized = true;
@@ -115,7 +116,12 @@ export class StreamTriggers {
   async leave(event: JoinLeaveEvent): Promise<void> {
     for (const trigger of this.deps.triggersOf(LEAVE_TRIGGER_TYPE)) {
       const outcome = await this.deps.calls.invoke(trigger.functionId, event, trigger.metadata);
-      if (!outcome.ok) this.deps.logger.debug({ functionId: trigger.functionId, code: outcome.failure.code }, 'stream:leave handler failed');
+      if (!outcome.ok) this.drop(outcome.failure, { triggerId: trigger.id, functionId: trigger.functionId }, 'stream:leave handler failed');
     }
+  }
+
+  private drop(cause: InvocationFailure | 'overflow', fields: Record<string, unknown>, message: string): void {
+    if (this.deps.dropped !== undefined) this.deps.dropped(cause, fields, message);
+    else this.deps.logger.warn({ ...fields, ...(cause === 'overflow' ? {} : { code: cause.code }) }, message);
   }
 }
