@@ -1,0 +1,399 @@
+/**
+ * Issue 28: N Redis-mode nodes (one engine process each) on this machine, their own redis-server on a
+ * free port, synthetic raw-ws workers holding R routes in total and reconnecting at a chosen rate.
+ * Loopback only, bounded in time. Prints, per (N, R, churn):
+ * - registration → servable on every node, p50/p99 (a probe worker registers a route; every node's
+ *   HTTP port is polled until it answers 200);
+ * - Redis commands, PUBLISHes and deliveries per second, bytes in/out per second (INFO deltas), idle
+ *   and under churn, and the Redis egress of one registration (idle egress subtracted);
+ * - each node's CPU (ms per s, primary + child) and child RSS, idle and under churn;
+ * - forward connections per child (established TCP links between engine children).
+ * `--chaos`: nodes other than the first two are killed (SIGKILL, no goodbye) and restarted under
+ * churn while a steady route on node 0 is requested through node 1 the whole time.
+ *
+ * Run: npm run sim:scale -- --nodes 4,8 --routes 100,1000 --churn 2 --seconds 10 [--chaos]
+ * R is the number of routes in the whole cluster, spread over one bulk worker per node.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { Redis } from 'ioredis';
+import { RawWorker } from '../test/support/raw-worker.js';
+import type { EngineHandle } from '../test/support/processes.js';
+import { startEngine } from '../test/support/processes.js';
+import type { RedisServer } from '../test/support/redis.js';
+import { startRedisServer } from '../test/support/redis.js';
+
+const argv = process.argv.slice(2);
+const arg = (name: string, fallback: string): string => {
+  const at = argv.indexOf(`--${name}`);
+  return at === -1 ? fallback : (argv[at + 1] ?? fallback);
+};
+const list = (name: string, fallback: string): number[] => arg(name, fallback).split(',').map(Number);
+const NODES = list('nodes', '4');
+const ROUTES = list('routes', '100');
+const CHURN = list('churn', '2'); // worker reconnects per second, cluster-wide
+const SECONDS = Number(arg('seconds', '10')); // churn phase length
+const IDLE_SECONDS = Number(arg('idle', '5'));
+const PROBES = Number(arg('probes', '10'));
+const CHAOS = argv.includes('--chaos');
+const CHURN_ROUTES = 5; // routes each churn worker registers per connection
+const SECRET = 'sim-scale-secret';
+const HEARTBEAT_MS = Number(arg('heartbeat', '1000'));
+const LEASE_MS = Number(arg('lease', '5000'));
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function pct(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+}
+
+interface Node {
+  index: number;
+  engine: EngineHandle;
+  primaryPid: number;
+  childPid: number;
+}
+
+function childOf(pid: number): number {
+  const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  const first = Number(text.split(/\s+/)[0]);
+  if (!Number.isFinite(first) || first === 0) throw new Error(`no child of ${pid}`);
+  return first;
+}
+
+/** utime + stime of a process in ms (clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+function rssMb(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return Number(m?.[1]) / 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+interface RedisSample {
+  at: number;
+  inBytes: number;
+  outBytes: number;
+  commands: number;
+  publishes: number;
+}
+
+async function redisSample(redis: Redis): Promise<RedisSample> {
+  const stats = await redis.info('stats');
+  const cmd = await redis.info('commandstats');
+  const num = (text: string, key: string): number => Number(new RegExp(`${key}:(\\d+)`).exec(text)?.[1] ?? 0);
+  return {
+    at: performance.now(),
+    inBytes: num(stats, 'total_net_input_bytes'),
+    outBytes: num(stats, 'total_net_output_bytes'),
+    commands: num(stats, 'total_commands_processed'),
+    publishes: Number(/cmdstat_publish:calls=(\d+)/.exec(cmd)?.[1] ?? 0),
+  };
+}
+
+function rates(a: RedisSample, b: RedisSample, subscribers: number): { cmds: number; pubs: number; deliveries: number; inBps: number; outBps: number } {
+  const s = (b.at - a.at) / 1000;
+  const pubs = (b.publishes - a.publishes) / s;
+  return { cmds: (b.commands - a.commands) / s, pubs, deliveries: pubs * subscribers, inBps: (b.inBytes - a.inBytes) / s, outBps: (b.outBytes - a.outBytes) / s };
+}
+
+async function startNode(index: number, redis: RedisServer, cluster: string): Promise<Node> {
+  const engine = await startEngine({
+    cluster: { processes: 1, redis_url: redis.url, secret: SECRET, name: cluster, node_id: `n${index}`, advertise_host: '127.0.0.1', heartbeat_ms: HEARTBEAT_MS, lease_ms: LEASE_MS },
+    logLevel: 'warn',
+    readyTimeoutMs: 120_000,
+  });
+  const primaryPid = engine.child.pid ?? 0;
+  return { index, engine, primaryPid, childPid: childOf(primaryPid) };
+}
+
+/** Established TCP connections between engine children (forward links), counted per child. */
+function forwardLinks(nodes: Node[]): number[] {
+  let text = '';
+  try {
+    text = execFileSync('ss', ['-Htnp', 'state', 'established'], { encoding: 'utf8' });
+  } catch {
+    return nodes.map(() => Number.NaN);
+  }
+  const owner = new Map<string, number>();
+  const rows: { local: string; peer: string; pid: number }[] = [];
+  for (const line of text.split('\n')) {
+    const parts = line.trim().split(/\s+/);
+    const pid = Number(/pid=(\d+)/.exec(line)?.[1]);
+    if (parts.length < 4 || !Number.isFinite(pid)) continue;
+    const row = { local: parts[2] ?? '', peer: parts[3] ?? '', pid };
+    owner.set(row.local, pid);
+    rows.push(row);
+  }
+  const children = new Set(nodes.map((n) => n.childPid));
+  return nodes.map((n) => rows.filter((r) => r.pid === n.childPid && children.has(owner.get(r.peer) ?? -1) && owner.get(r.peer) !== n.childPid).length);
+}
+
+function cpuOf(nodes: Node[]): number[] {
+  return nodes.map((n) => cpuMs(n.primaryPid) + cpuMs(n.childPid));
+}
+
+/** A worker holding `count` routes `/<prefix>/<i>`; serves them all. */
+async function bulkWorker(url: string, prefix: string, count: number): Promise<RawWorker> {
+  const worker = await RawWorker.connect(url);
+  const fn = `${prefix}::fn`;
+  worker.send({ type: 'registerfunction', id: fn });
+  worker.serve(fn, () => ({ status_code: 200, body: { ok: true } }));
+  for (let i = 0; i < count; i++) {
+    worker.send({ type: 'registertrigger', id: `${prefix}-${i}`, trigger_type: 'http', function_id: fn, config: { api_path: `/${prefix}/${i}`, http_method: 'GET' } });
+  }
+  await worker.sync();
+  return worker;
+}
+
+async function status(url: string, timeoutMs = 5000): Promise<number> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** ms from registering `/probe/<k>` on node `at` until every node answers 200 on it. */
+async function probe(nodes: Node[], at: number, k: number, prefix: string): Promise<number> {
+  const worker = await RawWorker.connect(nodes[at]!.engine.workerUrl);
+  const fn = `${prefix}probe${k}::fn`;
+  worker.send({ type: 'registerfunction', id: fn });
+  worker.serve(fn, () => ({ status_code: 200, body: { ok: true } }));
+  await worker.sync();
+  const path = `/${prefix}probe/${k}`;
+  const sentAt = performance.now();
+  worker.send({ type: 'registertrigger', id: `${prefix}probe-${k}`, trigger_type: 'http', function_id: fn, config: { api_path: path, http_method: 'GET' } });
+  const done = await Promise.all(
+    nodes.map(async (n) => {
+      const deadline = sentAt + 30_000;
+      while (performance.now() < deadline) {
+        if ((await status(`${n.engine.httpUrl}${path}`)) === 200) return performance.now();
+        await sleep(5);
+      }
+      return Number.NaN;
+    }),
+  );
+  worker.close().catch(() => undefined);
+  return Math.max(...done) - sentAt;
+}
+
+interface Churner {
+  stop(): Promise<void>;
+  reconnects(): number;
+  /** Routes currently registered by connected churn workers. */
+  live(): string[];
+}
+
+/** `rate` reconnects per second over `slots` churn workers spread over the nodes. */
+function churn(nodes: () => Node[], rate: number, prefix: string): Churner {
+  const slots = Math.max(4, nodes().length);
+  const workers: (RawWorker | undefined)[] = new Array(slots).fill(undefined);
+  const routes: string[][] = new Array(slots).fill([]);
+  let count = 0;
+  let running = rate > 0;
+  let turn = 0;
+  const loop = (async () => {
+    while (running) {
+      const slot = turn++ % slots;
+      const current = nodes();
+      const node = current[slot % current.length]!;
+      await workers[slot]?.close().catch(() => undefined);
+      workers[slot] = undefined;
+      routes[slot] = [];
+      try {
+        const worker = await RawWorker.connect(node.engine.workerUrl);
+        const fn = `${prefix}c${slot}::fn`;
+        worker.send({ type: 'registerfunction', id: fn });
+        worker.serve(fn, () => ({ status_code: 200, body: { ok: true } }));
+        const paths: string[] = [];
+        for (let i = 0; i < CHURN_ROUTES; i++) {
+          const path = `/${prefix}c/${slot}/${i}`;
+          worker.send({ type: 'registertrigger', id: `${prefix}c-${slot}-${i}`, trigger_type: 'http', function_id: fn, config: { api_path: path, http_method: 'GET' } });
+          paths.push(path);
+        }
+        await worker.sync();
+        workers[slot] = worker;
+        routes[slot] = paths;
+        count++;
+      } catch {
+        // the node was killed (chaos): the next turn tries again
+      }
+      await sleep(1000 / rate);
+    }
+  })();
+  return {
+    reconnects: () => count,
+    live: () => routes.flat(),
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+function fmt(values: number[], digits = 0): string {
+  return values.map((v) => (Number.isFinite(v) ? v.toFixed(digits) : '–')).join('/');
+}
+
+async function scenario(n: number, r: number, rate: number): Promise<void> {
+  const redis = await startRedisServer();
+  const info = new Redis(redis.url);
+  const cluster = `sim${Math.random().toString(36).slice(2, 7)}`;
+  const nodes: Node[] = [];
+  const workers: RawWorker[] = [];
+  let steadyStop: (() => Promise<{ ok: number; failed: number; slowest: number }>) | undefined;
+  try {
+    for (let i = 0; i < n; i++) nodes.push(await startNode(i, redis, cluster));
+    const perNode = Math.ceil(r / n);
+    for (const node of nodes) workers.push(await bulkWorker(node.engine.workerUrl, `b${node.index}`, perNode));
+    // Every bulk route on every node: the last route of each bulk worker answers everywhere.
+    for (const node of nodes) {
+      for (const other of nodes) {
+        const deadline = Date.now() + 120_000;
+        while ((await status(`${node.engine.httpUrl}/b${other.index}/${perNode - 1}`)) !== 200) {
+          if (Date.now() > deadline) throw new Error(`node ${node.index} never served node ${other.index}'s routes`);
+          await sleep(50);
+        }
+      }
+    }
+    await sleep(2000); // settle
+    const subscribers = Number((await info.pubsub('NUMSUB', `${cluster}:bus`))[1] ?? n);
+
+    // Idle.
+    const idleCpu0 = cpuOf(nodes);
+    const idleR0 = await redisSample(info);
+    await sleep(IDLE_SECONDS * 1000);
+    const idleR1 = await redisSample(info);
+    const idleCpu1 = cpuOf(nodes);
+    const idleSec = (idleR1.at - idleR0.at) / 1000;
+    const idle = rates(idleR0, idleR1, subscribers);
+    const idleCpu = idleCpu1.map((v, i) => (v - (idleCpu0[i] ?? 0)) / idleSec);
+    const idleRss = nodes.map((nd) => rssMb(nd.childPid));
+
+    // Registrations, one at a time, while otherwise idle: latency and Redis egress per registration.
+    const latencies: number[] = [];
+    const p0 = await redisSample(info);
+    for (let k = 0; k < PROBES; k++) latencies.push(await probe(nodes, k % n, k, 'p'));
+    const p1 = await redisSample(info);
+    const probeSec = (p1.at - p0.at) / 1000;
+    const egressPerReg = (p1.outBytes - p0.outBytes - idle.outBps * probeSec) / PROBES;
+    const ingressPerReg = (p1.inBytes - p0.inBytes - idle.inBps * probeSec) / PROBES;
+
+    // Churn (and chaos).
+    const live = (): Node[] => nodes;
+    if (CHAOS) {
+      const steady = await bulkWorker(nodes[0]!.engine.workerUrl, 'steady', 1);
+      workers.push(steady);
+      let running = true;
+      let ok = 0;
+      let failed = 0;
+      let slowest = 0;
+      const loop = (async () => {
+        while (running) {
+          const started = performance.now();
+          const code = await status(`${nodes[1]!.engine.httpUrl}/steady/0`, 10_000);
+          slowest = Math.max(slowest, performance.now() - started);
+          if (code === 200) ok++;
+          else failed++;
+          await sleep(20);
+        }
+      })();
+      steadyStop = async () => {
+        running = false;
+        await loop;
+        return { ok, failed, slowest };
+      };
+    }
+    const churner = churn(live, rate, 'x');
+    const cpu0 = cpuOf(nodes);
+    const c0 = await redisSample(info);
+    const churnLatencies: number[] = [];
+    const end = Date.now() + SECONDS * 1000;
+    let k = PROBES;
+    let kills = 0;
+    while (Date.now() < end) {
+      if (CHAOS && n > 2) {
+        const victim = 2 + (kills % (n - 2));
+        const old = nodes[victim]!;
+        await old.engine.killAll();
+        kills++;
+        nodes[victim] = await startNode(victim, redis, cluster);
+        workers.push(await bulkWorker(nodes[victim]!.engine.workerUrl, `k${kills}`, Math.min(perNode, 50)));
+      }
+      churnLatencies.push(await probe(nodes, k % n, k, 'q'));
+      k++;
+      await sleep(CHAOS ? 500 : 200);
+    }
+    const c1 = await redisSample(info);
+    const cpu1 = cpuOf(nodes);
+    await churner.stop();
+    const churnSec = (c1.at - c0.at) / 1000;
+    const busy = rates(c0, c1, subscribers);
+    const busyCpu = cpu1.map((v, i) => (v - (cpu0[i] ?? 0)) / churnSec);
+    const busyRss = nodes.map((nd) => rssMb(nd.childPid));
+    const links = forwardLinks(nodes);
+
+    const kb = (b: number): string => (b / 1024).toFixed(1);
+    console.log(`\n## N=${n} R=${r} churn=${rate}/s${CHAOS ? ' chaos' : ''}  (load average ${loadavg().map((l) => l.toFixed(2)).join(' ')})`);
+    console.log(`registration → servable on every node, idle:  p50 ${pct(latencies, 50).toFixed(0)} ms  p99 ${pct(latencies, 99).toFixed(0)} ms  (${latencies.length} probes)`);
+    console.log(`registration → servable on every node, churn: p50 ${pct(churnLatencies, 50).toFixed(0)} ms  p99 ${pct(churnLatencies, 99).toFixed(0)} ms  (${churnLatencies.length} probes)`);
+    console.log(`redis per registration (idle subtracted): egress ${kb(egressPerReg)} KiB  ingress ${kb(ingressPerReg)} KiB`);
+    console.log(`redis idle:  ${idle.cmds.toFixed(0)} cmd/s  ${idle.pubs.toFixed(1)} publish/s  ${idle.deliveries.toFixed(0)} deliveries/s  in ${kb(idle.inBps)} KiB/s  out ${kb(idle.outBps)} KiB/s`);
+    console.log(`redis churn: ${busy.cmds.toFixed(0)} cmd/s  ${busy.pubs.toFixed(1)} publish/s  ${busy.deliveries.toFixed(0)} deliveries/s  in ${kb(busy.inBps)} KiB/s  out ${kb(busy.outBps)} KiB/s  (${churner.reconnects()} reconnects in ${churnSec.toFixed(1)} s)`);
+    console.log(`node CPU ms/s idle:  ${fmt(idleCpu)}`);
+    console.log(`node CPU ms/s churn: ${fmt(busyCpu)}`);
+    console.log(`child RSS MB idle:  ${fmt(idleRss)}`);
+    console.log(`child RSS MB churn: ${fmt(busyRss)}`);
+    console.log(`forward connections per child: ${fmt(links)}`);
+
+    if (CHAOS) {
+      // Every route registered at the end (live churn workers) servable on every node within 2 s.
+      const lastChange = performance.now();
+      const paths = churner.live();
+      let missing = 0;
+      for (const node of nodes) {
+        for (const path of paths) {
+          let served = false;
+          while (performance.now() - lastChange < 2000) {
+            if ((await status(`${node.engine.httpUrl}${path}`, 2000)) === 200) {
+              served = true;
+              break;
+            }
+            await sleep(20);
+          }
+          if (!served) missing++;
+        }
+      }
+      const steadyResult = await steadyStop!();
+      steadyStop = undefined;
+      console.log(`chaos: ${kills} node kills; ${paths.length} live churn routes × ${n} nodes, ${missing} not servable within 2 s of the last change`);
+      console.log(`chaos: steady route via node 1 → node 0: ${steadyResult.ok} ok, ${steadyResult.failed} failed, slowest ${steadyResult.slowest.toFixed(0)} ms`);
+    }
+  } finally {
+    await steadyStop?.();
+    for (const w of workers) await w.close().catch(() => undefined);
+    await Promise.all(nodes.map((nd) => nd.engine.killAll().catch(() => undefined)));
+    info.disconnect();
+    await redis.stop();
+  }
+}
+
+console.log(`# sim:scale nodes=${NODES.join(',')} routes=${ROUTES.join(',')} churn=${CHURN.join(',')}/s seconds=${SECONDS} heartbeat=${HEARTBEAT_MS} ms lease=${LEASE_MS} ms${CHAOS ? ' --chaos' : ''}`);
+for (const n of NODES) for (const r of ROUTES) for (const rate of CHURN) await scenario(n, r, rate);
+process.exit(0);
