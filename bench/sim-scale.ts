@@ -122,7 +122,7 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
 
 /** Established TCP connections between engine children (forward links), counted per child. */
 function forwardLinks(nodes: Node[]): number[] {
-  let text = '';
+  let text: string;
   try {
     text = execFileSync('ss', ['-Htnp', 'state', 'established'], { encoding: 'utf8' });
   } catch {
@@ -333,8 +333,9 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
         const old = nodes[victim]!;
         await old.engine.killAll();
         kills++;
-        nodes[victim] = await startNode(victim, redis, cluster);
-        workers.push(await bulkWorker(nodes[victim]!.engine.workerUrl, `k${kills}`, Math.min(perNode, 50)));
+        const restarted = await startNode(victim, redis, cluster);
+        nodes[victim] = restarted;
+        workers.push(await bulkWorker(restarted.engine.workerUrl, `k${kills}`, Math.min(perNode, 50)));
       }
       churnLatencies.push(await probe(nodes, k % n, k, 'q'));
       k++;
