@@ -286,9 +286,9 @@ const CONFIG_PATH = (() => {
 })();
 
 describe('docker-compose.yml', () => {
-  it('uses the compose spec (no version key) and defines redis, engine, lb and worker', () => {
+  it('uses the compose spec (no version key) and defines redis, engine, lb, worker, prometheus and grafana', () => {
     expect(compose).not.toHaveProperty('version');
-    expect(Object.keys(services).sort()).toStrictEqual(['engine', 'lb', 'redis', 'worker']);
+    expect(Object.keys(services).sort()).toStrictEqual(['engine', 'grafana', 'lb', 'prometheus', 'redis', 'worker']);
   });
 
   it('redis: redis 7, no persistence, healthchecked with redis-cli ping', () => {
