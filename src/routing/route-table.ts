@@ -36,8 +36,9 @@ export interface RegistrationConflict {
   id: string;
   reason: string;
   /**
-   * The owner of the registration it lost to. When that is `ownerId` itself, the process that must
-   * refuse holds both sides and its view cannot be stale: it refuses at once (conflict-refusals.ts).
+   * The owner of the registration it lost to. When that is `ownerId` itself, or an owner whose
+   * snapshot this table held already before the build that found the conflict, the conflict is
+   * visible to the process that must refuse: it refuses at once (conflict-refusals.ts).
    */
   holderOwnerId: string;
 }
@@ -61,6 +62,11 @@ export interface RoutingState {
   functionMetadata: ReadonlyMap<string, Record<string, unknown>>;
   /** Registrations that lost to an older holder; each owner drops its own (engine.ts). */
   conflicts: readonly RegistrationConflict[];
+  /**
+   * Remote owners whose snapshot arrived (or was removed) since the previous build. A conflict whose
+   * holder is not among them was already in this table before: it is refused at once (conflict-refusals.ts).
+   */
+  changedOwners: ReadonlySet<string>;
 }
 
 /** The local process's registrations, pulled only when the table rebuilds. */
@@ -82,6 +88,8 @@ export class RouteTable {
   private scheduled = false;
   private state: RoutingState;
   private buildCount = 0;
+  /** Remote owners changed since the last build (RoutingState.changedOwners). */
+  private changedOwners = new Set<string>();
   private readonly listeners = new Set<Listener>();
 
   private readonly configMiddleware: readonly MiddlewareBinding[];
@@ -128,6 +136,7 @@ export class RouteTable {
     const held = this.remote.get(snapshot.ownerId);
     if (held !== undefined && held.version >= snapshot.version) return false;
     this.remote.set(snapshot.ownerId, snapshot);
+    this.changedOwners.add(snapshot.ownerId);
     this.markChanged();
     return true;
   }
@@ -149,7 +158,10 @@ export class RouteTable {
 
   removeOwner(ownerId: string): boolean {
     const removed = this.remote.delete(ownerId);
-    if (removed) this.markChanged();
+    if (removed) {
+      this.changedOwners.add(ownerId);
+      this.markChanged();
+    }
     return removed;
   }
 
@@ -253,6 +265,11 @@ export class RouteTable {
       routes.push(route);
     }
     this.buildCount++;
+    let changedOwners: ReadonlySet<string> = NO_OWNERS;
+    if (this.changedOwners.size > 0) {
+      changedOwners = this.changedOwners;
+      this.changedOwners = new Set();
+    }
     return {
       version: this.buildCount,
       router: new Router(routes, this.ignoreTrailingSlash),
@@ -262,9 +279,12 @@ export class RouteTable {
       awaitedFunctions,
       functionMetadata,
       conflicts,
+      changedOwners,
     };
   }
 }
+
+const NO_OWNERS: ReadonlySet<string> = new Set();
 
 type HttpTrigger = TriggerRecord & { type: 'http' };
 

@@ -11,12 +11,15 @@ export interface ConflictHolder {
 
 /**
  * Drops this process's registrations that lost to an older holder, telling their workers
- * (route-table.ts, docs/security.md#route-ownership). A conflict must still hold CONFLICT_SETTLE_MS
- * after it was first seen: the table is eventually consistent, so a registration that looks like a
- * conflict only because a peer's newer snapshot (the holder left, or reconnected elsewhere) has not
- * arrived yet is not refused. Meanwhile the conflicting binding is not routed. A conflict with a
- * registration this process holds itself cannot be stale: it is refused at once, as iii refuses a
- * conflicting route when it is registered (docs/http.md#route-conflicts).
+ * (route-table.ts, docs/security.md#route-ownership), as iii refuses a conflicting route when it is
+ * registered (docs/http.md#route-conflicts). A conflict is refused at once when it is visible here:
+ * this process holds the registration it lost to, or holds the snapshot of the owner that does and
+ * that snapshot did not change in the build that found the conflict (every process holds the whole
+ * table, so a registration arriving after the holder's is measured against it). Otherwise the
+ * conflict is a race (the holder's registration arrived with, or after, the one it beats) and must
+ * still hold CONFLICT_SETTLE_MS after it was first seen: the table is eventually consistent, so a
+ * registration that looks like a conflict only because a peer's newer snapshot has not arrived yet
+ * is not refused. Meanwhile the conflicting binding is not routed.
  */
 export class ConflictRefusals {
   /** Conflicts seen and waiting out the settle time, by kind, worker and id. */
@@ -30,19 +33,21 @@ export class ConflictRefusals {
     private readonly onRefused: (kind: RegistrationConflict['kind']) => void,
   ) {}
 
-  /** After each table rebuild: starts the settle time of every new conflict of this process. */
+  /** After each table rebuild: refuses every visible conflict of this process, starts the settle time of a race. */
   seen(state: RoutingState): void {
     for (const conflict of state.conflicts) {
       if (conflict.ownerId !== this.ownerId) continue;
       const key = keyOf(conflict);
-      if (conflict.holderOwnerId === this.ownerId) {
+      const local = conflict.holderOwnerId === this.ownerId;
+      // A race already waiting out its settle time is decided by it (a later build changes nothing).
+      if (!local && this.pending.has(key)) continue;
+      if (local || !state.changedOwners.has(conflict.holderOwnerId)) {
         const pending = this.pending.get(key);
         if (pending !== undefined) clearTimeout(pending);
         this.pending.delete(key);
         this.refuse(conflict);
         continue;
       }
-      if (this.pending.has(key)) continue;
       const timer = setTimeout(() => this.settle(key), CONFLICT_SETTLE_MS);
       timer.unref();
       this.pending.set(key, timer);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFLICT_SETTLE_MS } from '../../src/workers/conflict-refusals.js';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForEveryProcess, waitForStatus } from '../support/http.js';
+import { waitUntil } from '../support/logs.js';
 import type { InProcessEngine } from '../support/in-process.js';
 import { startInProcessEngine } from '../support/in-process.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
@@ -122,6 +123,53 @@ describe('iii 0.22.1 HTTP behaviour, two processes', () => {
       for (const res of await onEveryProcess(`${engine.httpUrl}/parity/conflict/l1/u1`)) expect(res.json()).toEqual({ ok: true });
     } finally {
       await raw.close();
+    }
+  });
+
+  it('refuses at once a route conflicting with one a worker on the other process holds (every process holds the whole table)', async () => {
+    const open: RawWorker[] = [];
+    /** A new raw worker and the peer (engine process) it is connected to, from the admin view. */
+    const connect = async (): Promise<{ raw: RawWorker; peer: string }> => {
+      const raw = await RawWorker.connect(engine.workerUrl);
+      open.push(raw);
+      const { worker_id: workerId } = await raw.ofType('workerregistered');
+      // A worker is in its process's snapshot once it registers something.
+      raw.send({ type: 'registerfunction', id: `probe::${workerId}` });
+      let peer: string | undefined;
+      await waitUntil(
+        async () => {
+          const workers = (await http(`${engine.adminUrl}/workers`)).json<{ id: string; peer: string }[]>();
+          peer = workers.find((w) => w.id === workerId)?.peer;
+          return peer !== undefined;
+        },
+        10_000,
+        `worker ${workerId} in the admin view`,
+      );
+      return { raw, peer: peer as string };
+    };
+    try {
+      const holder = await connect();
+      holder.raw.serve('sibling::a', () => ({ status_code: 200, body: { ok: 'a' } }));
+      holder.raw.route('sibling::a', 'GET', 'parity/sibling/:listId/:userId');
+      await holder.raw.sync();
+      await waitForEveryProcess(`${engine.httpUrl}/parity/sibling/l1/u1`, PROCESSES);
+      // Connections are dealt among the processes: connect until one lands on the other process.
+      let other: RawWorker | undefined;
+      for (let i = 0; i < 12 && other === undefined; i++) {
+        const candidate = await connect();
+        if (candidate.peer !== holder.peer) other = candidate.raw;
+      }
+      if (other === undefined) throw new Error('no connection landed on the other process');
+      const sent = performance.now();
+      const triggerId = other.route('sibling::b', 'GET', 'parity/sibling/:userId/:listId');
+      const refusal = await other.next((f) => f.type === 'triggerregistrationresult' && f.id === triggerId, 10_000);
+      const elapsedMs = performance.now() - sent;
+      expect(refusal.error.message.toLowerCase()).toContain('conflict');
+      // Not after the settle time kept for races: the holder's route was in this process's table.
+      expect(elapsedMs).toBeLessThan(CONFLICT_SETTLE_MS);
+      for (const res of await onEveryProcess(`${engine.httpUrl}/parity/sibling/l1/u1`)) expect(res.json()).toEqual({ ok: 'a' });
+    } finally {
+      await Promise.all(open.map((raw) => raw.close()));
     }
   });
 });
