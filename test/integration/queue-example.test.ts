@@ -55,7 +55,7 @@ for (const mode of ['embedded', 'redis'] as const) {
         cluster:
           mode === 'redis'
             ? { processes: 1, redis_url: redis?.url, secret: 'queue-secret', name: `q${Math.random().toString(36).slice(2, 8)}`, advertise_host: '127.0.0.1' }
-            : { processes: 1 },
+            : { processes: 2 },
         modules: [{ name: 'iii-queue', config: mode === 'embedded' ? { ...QUEUE_CONFIG, adapter: { name: 'builtin' } } : QUEUE_CONFIG }],
       });
       worker = startWorker('queue-example-worker', engine.workerUrl);
