@@ -1,6 +1,6 @@
 /**
  * Regenerates the configuration reference in README.md from the config schemas, and the module pages'
- * own sections (docs/stream.md between `<!-- stream-config:start/end -->`):
+ * own sections (MODULE_PAGES: docs/stream.md between `<!-- stream-config:start/end -->`, …):
  *   npx tsx scripts/gen-config-docs.ts
  * Only the lines strictly between the two markers are replaced. Without a README or markers the
  * reference is printed instead, so it can be pasted by hand the first time.
@@ -8,7 +8,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { renderConfigReference } from '../src/config/describe.js';
+import { MODULE_PAGES, renderConfigReference } from '../src/config/describe.js';
 
 const START_MARKER = '<!-- config-reference:start -->';
 const END_MARKER = '<!-- config-reference:end -->';
@@ -62,4 +62,4 @@ async function modulePage(page: string, module: string, marker: string): Promise
 }
 
 await main();
-await modulePage('stream.md', 'iii-stream', 'stream-config');
+for (const { page, module, marker } of MODULE_PAGES) await modulePage(page, module, marker);

@@ -33,6 +33,14 @@ export const TOP_LEVEL = '(top level)';
 
 type JsonSchema = z.core.JSONSchema.JSONSchema;
 
+/** The module pages in docs/ holding their module's generated reference between `<!-- <marker>:start/end -->`. */
+export const MODULE_PAGES: readonly { page: string; module: string; marker: string }[] = [
+  { page: 'state.md', module: 'iii-state', marker: 'state-config' },
+  { page: 'stream.md', module: 'iii-stream', marker: 'stream-config' },
+  { page: 'pubsub.md', module: 'iii-pubsub', marker: 'pubsub-config' },
+  { page: 'cron.md', module: 'iii-cron', marker: 'cron-config' },
+];
+
 // Documentation order: the module most people configure first, Switchyard's own ones after iii's.
 // `module` is the name in the `workers:` form; `moduleClass` the older `modules:` form's class, if any.
 const SECTIONS: readonly { module: string; moduleClass?: string; schema: z.ZodType }[] = [
@@ -94,22 +102,57 @@ function defaultOf(schema: JsonSchema, required: boolean): string {
   return required ? REQUIRED : UNSET;
 }
 
-function describeObject(module: string, schema: JsonSchema, prefix: string, rows: ConfigKeyDescription[]): void {
+/** The variants of a `{ name, config }` union (the modules' `adapter`), by their `name` constant; undefined otherwise. */
+function namedVariants(schema: JsonSchema): { name: string; schema: JsonSchema }[] | undefined {
+  const options = schema.oneOf ?? schema.anyOf;
+  if (!Array.isArray(options) || options.length === 0) return undefined;
+  const variants: { name: string; schema: JsonSchema }[] = [];
+  for (const option of options) {
+    const variant = asSchema(option);
+    const name = asSchema(variant?.properties?.name)?.const;
+    if (variant === undefined || typeof name !== 'string') return undefined;
+    variants.push({ name, schema: variant });
+  }
+  return variants;
+}
+
+/**
+ * A `{ name, config }` union: one row for `name` (its values and what each means), then each
+ * variant's other keys, their descriptions starting with the variant they belong to.
+ */
+function describeVariants(module: string, variants: { name: string; schema: JsonSchema }[], path: string, rows: ConfigKeyDescription[]): void {
+  rows.push({
+    module,
+    key: `${path}.name`,
+    type: variants.map((v) => v.name).join(' | '),
+    default: REQUIRED,
+    description: variants.map((v) => `\`${v.name}\`: ${asSchema(v.schema.properties?.name)?.description ?? ''}`).join('; '),
+  });
+  for (const { name, schema } of variants) {
+    const own: JsonSchema = { ...schema, properties: Object.fromEntries(Object.entries(schema.properties ?? {}).filter(([key]) => key !== 'name')) };
+    describeObject(module, own, `${path}.`, rows, `With \`${name}\`: `);
+  }
+}
+
+function describeObject(module: string, schema: JsonSchema, prefix: string, rows: ConfigKeyDescription[], label = ''): void {
   const required = new Set(schema.required ?? []);
   for (const [key, value] of Object.entries(schema.properties ?? {})) {
     const property = asSchema(value);
     if (property === undefined) continue;
     const path = `${prefix}${key}`;
+    const variants = namedVariants(property);
     rows.push({
       module,
       key: path,
-      type: typeOf(property),
+      type: variants === undefined ? typeOf(property) : 'object',
       default: defaultOf(property, required.has(key)),
-      description: property.description ?? '',
+      description: `${label}${property.description ?? ''}`,
     });
-    if (property.type === 'object' && property.properties !== undefined) describeObject(module, property, `${path}.`, rows);
+    if (variants !== undefined) describeVariants(module, variants, path, rows);
+    // A `config` with no keys of its own (pubsub's `local`) adds nothing beyond its row.
+    if (property.type === 'object' && property.properties !== undefined) describeObject(module, property, `${path}.`, rows, label);
     const items = property.type === 'array' ? asSchema(property.items) : undefined;
-    if (items?.type === 'object' && items.properties !== undefined) describeObject(module, items, `${path}[].`, rows);
+    if (items?.type === 'object' && items.properties !== undefined) describeObject(module, items, `${path}[].`, rows, label);
   }
 }
 

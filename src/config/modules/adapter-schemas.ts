@@ -14,7 +14,7 @@ export const kvAdapterConfigSchema = z
       .enum(['in_memory', 'file_based'])
       .optional()
       .describe('`in_memory` (default; lost when the engine stops) or `file_based` (written under `file_path`, survives a restart). In a distributed cluster the data lives in the cluster\'s Redis instead'),
-    file_path: z.string().min(1).optional().describe('Directory of the `file_based` store (default `kv_store_data.db`), relative to the working directory'),
+    file_path: z.string().min(1).optional().describe('Directory of the `file_based` store (default `kv_store_data.db`; the file `switchyard-kv.json` inside), relative to the working directory'),
     save_interval_ms: saveInterval().optional().describe('How often (ms) a changed `file_based` store is written; 100-3600000, default 5000'),
   })
   .describe('Built-in key-value store');

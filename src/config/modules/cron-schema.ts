@@ -13,7 +13,8 @@ export const cronModuleSchema = z
               lock_ttl_ms: z.int().min(1).optional().describe('Accepted for iii compatibility; Switchyard\'s lease is switchyard-cluster `lease_ms`'),
               lock_index: z.string().min(1).optional().describe('Accepted for iii compatibility; unused'),
             })
-            .optional(),
+            .optional()
+            .describe("iii's kv adapter keys, accepted; the locks are the cluster's leases (docs/cron.md)"),
         }),
         z.strictObject({ name: z.literal('redis').describe('Locks in Redis'), config: redisAdapterConfigSchema.optional() }),
       ])

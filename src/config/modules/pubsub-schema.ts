@@ -6,7 +6,7 @@ export const pubsubModuleSchema = z
   .strictObject({
     adapter: z
       .discriminatedUnion('name', [
-        z.strictObject({ name: z.literal('local').describe('In the engine'), config: z.strictObject({}).optional() }),
+        z.strictObject({ name: z.literal('local').describe('In the engine'), config: z.strictObject({}).optional().describe('No keys') }),
         z.strictObject({ name: z.literal('redis').describe('Redis'), config: redisAdapterConfigSchema.optional() }),
       ])
       .optional()
