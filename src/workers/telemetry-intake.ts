@@ -36,6 +36,13 @@ const PREFIXES: ReadonlyMap<string, TelemetryKind> = new Map([
 export const TELEMETRY_BYTES_PER_SECOND = 4 * 1024 * 1024;
 const BURST_BYTES = 4 * 1024 * 1024;
 
+/** The kind of a prefixed telemetry frame; only a frame starting O, M or L is looked at further. */
+export function telemetryKindOf(bytes: Buffer): TelemetryKind | undefined {
+  const first = bytes[0];
+  if (first !== 0x4f && first !== 0x4d && first !== 0x4c) return undefined;
+  return bytes.length >= 4 ? PREFIXES.get(bytes.toString('latin1', 0, 4)) : undefined;
+}
+
 interface TelemetrySocket {
   ws: WebSocket;
   raw: Duplex;
@@ -106,7 +113,7 @@ export class TelemetryIntake {
 
   private frame(data: WebSocket.RawData, isBinary: boolean): void {
     const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
-    const kind = isBinary && bytes.length >= 4 ? PREFIXES.get(bytes.toString('latin1', 0, 4)) : undefined;
+    const kind = isBinary ? telemetryKindOf(bytes) : undefined;
     if (kind === undefined) {
       this.counters?.telemetryFrame('unknown', 'malformed', bytes.length);
       return;

@@ -26,6 +26,7 @@ import type { RegistrationBudget } from './registration-limits.js';
 import { REGISTRATION_LIMITS } from '../protocol/limits.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
+import { isTelemetryFrame } from './telemetry-handoff.js';
 
 export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   hub: WorkerHub<WorkerConnection>;
@@ -55,8 +56,6 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   registrationBudget?: RegistrationBudget;
 }
 
-/** A binary telemetry frame's prefixes (docs/protocol.md#telemetry); no JSON text starts with one. */
-const TELEMETRY_PREFIXES: ReadonlySet<string> = new Set(['OTLP', 'MTRC', 'LOGS']);
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
 export const REGISTER_WORKER_FUNCTION = 'engine::workers::register';
@@ -271,8 +270,8 @@ export class WorkerConnection implements HubMember {
 
   private dispatchFrame(data: WebSocket.RawData): void {
     const raw = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-    // A JSON frame starts with `{` (or whitespace): only a frame starting O, M or L is looked at further.
-    if ((raw[0] === 0x4f || raw[0] === 0x4d || raw[0] === 0x4c) && raw.length >= 4 && TELEMETRY_PREFIXES.has(raw.toString('latin1', 0, 4)) && this.deps.onTelemetrySocket !== undefined && this.holdsNothing()) {
+    // iii-sdk 0.9's telemetry socket on `/` (telemetry-handoff.ts).
+    if (isTelemetryFrame(raw) && this.deps.onTelemetrySocket !== undefined && this.holdsNothing()) {
       this.deps.onTelemetrySocket(this, raw);
       return;
     }

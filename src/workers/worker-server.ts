@@ -15,6 +15,7 @@ import { TIMEOUT_CHECK_INTERVAL_MS } from '../http/http-server.js';
 import type { WorkerConnectionDeps } from './worker-connection.js';
 import { WorkerConnection } from './worker-connection.js';
 import type { TelemetryCounters, TelemetrySink } from './telemetry-intake.js';
+import { handOverTelemetrySocket } from './telemetry-handoff.js';
 import { TelemetryIntake } from './telemetry-intake.js';
 import type { ListenerPolicy } from './worker-session.js';
 import { OPEN_AUTH, WorkerSession, authInput, parseAuthResult } from './worker-session.js';
@@ -219,21 +220,10 @@ export class WorkerServer {
     }
   }
 
-  /**
-   * iii-sdk 0.9 sends its telemetry on a socket of its own to `/`, not `/otel`: a connection whose
-   * first frames are telemetry is not a worker. It leaves the hub and is served as `/otel` is.
-   */
+  /** iii-sdk 0.9's telemetry socket on `/` is not a worker (telemetry-handoff.ts). */
   private takeTelemetrySocket(connection: WorkerConnection, frame: Buffer): void {
-    const raw = this.rawSockets.get(connection);
     this.accepted.delete(connection);
-    const ws = connection.handOver();
-    this.logger.debug({ workerId: connection.id, remoteAddress: connection.remoteAddress }, 'connection on / is a telemetry socket (iii-sdk 0.9): served as /otel');
-    if (raw === undefined) {
-      ws.terminate();
-      return;
-    }
-    this.telemetry.attach(ws, raw);
-    this.telemetry.receive(frame);
+    handOverTelemetrySocket(connection, this.rawSockets.get(connection), frame, this.telemetry, this.logger);
   }
 
   /**
