@@ -2,12 +2,13 @@
  * CPU-profiles the engine under one benchmark load (docs/performance.md, "How to profile").
  *
  *   npm run bench:profile -- [--middleware] [--body 1k|64k] [--sdk [--shipped]] [--connections N]
- *                            [--worker-prof] [--interval-us N] [--seconds N] [--out DIR]
+ *                            [--worker-prof] [--interval-us N] [--seconds N] [--out DIR] [--against COMMIT]
  *
  * Starts a one-process engine with `--cpu-prof` (primary and child write a .cpuprofile into DIR when
  * they exit), one bench worker, and runs the closed-loop load for N seconds (default 8) over N
  * connections (default 64). `--shipped` runs the iii-sdk worker as shipped (OpenTelemetry on);
- * `--worker-prof` profiles the worker process too. Prints the
+ * `--worker-prof` profiles the worker process too; `--against COMMIT` profiles the engine built at
+ * COMMIT instead (bench/lib/against.ts), to compare where a regression went. Prints the
  * profile files and the load's throughput; open them in Chrome DevTools or summarise them with
  * `npx tsx bench/profile.ts --summary FILE`.
  */
@@ -15,6 +16,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { readdirSync } from 'node:fs';
 import { spawnManaged, startEngine, stopProcess } from '../test/support/processes.js';
+import { engineBuiltAt } from './lib/against.js';
 import { runLoad } from './lib/load.js';
 
 const args = process.argv.slice(2);
@@ -78,7 +80,9 @@ async function main(): Promise<void> {
   const seconds = Number(option('--seconds') ?? 8);
   const body = option('--body');
   const before = new Set(readdirSync(outDir));
+  const againstCommit = option('--against');
   const engine = await startEngine({
+    ...(againstCommit === undefined ? {} : { engineBin: engineBuiltAt(againstCommit).bin }),
     cluster: { processes: 1 },
     logLevel: 'warn',
     nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${outDir}`, `--cpu-prof-interval=${option('--interval-us') ?? 1000}`],
