@@ -134,7 +134,7 @@ describe('an app shaped like iii-example (streams, state, cron, pub/sub) on two 
     expect((await send(`${nodeB.httpUrl}/todo`, 'POST', { id: 't-2', description: 'kept' })).status).toBe(201);
     // Whichever node each write ran on, the client on the other node heard it, in order.
     for (const client of [onA, onB]) {
-      await client.next((f) => f.id === 't-2', 15_000, 'the create of t-2');
+      await client.next((f) => f.id === 't-2', 30_000, 'the create of t-2');
       expect(client.frames.filter((f) => f.event.type !== 'sync').map((f) => `${f.id}:${f.event.type}`)).toEqual(['t-1:create', 't-1:update', 't-1:delete', 't-2:create']);
     }
   }, 60_000);
@@ -149,7 +149,7 @@ describe('an app shaped like iii-example (streams, state, cron, pub/sub) on two 
     expect(absent.status).toBe(200);
     expect(['', 'null']).toContain(absent.text);
     expect((await send(`${nodeB.httpUrl}/users/u-1`, 'PUT', { name: 'ann' })).status).toBe(200);
-    await waitUntil(() => realStates(appA).length >= 1 && realStates(appB).length >= 1, 15_000, 'the state event on both copies');
+    await waitUntil(() => realStates(appA).length >= 1 && realStates(appB).length >= 1, 30_000, 'the state event on both copies');
     await settle();
     for (const app of [appA, appB]) {
       expect(realStates(app).map((e) => [e.event_type, e.key, e.new_value])).toEqual([['state:created', 'u-1', { name: 'ann' }]]);
@@ -158,7 +158,7 @@ describe('an app shaped like iii-example (streams, state, cron, pub/sub) on two 
 
   it('pub/sub: a publish on one node reaches each copy\'s subscriber once', async () => {
     expect((await send(`${nodeA.httpUrl}/orders`, 'POST', { n: 1 })).status).toBe(202);
-    await waitUntil(() => realOrders(appA).length >= 1 && realOrders(appB).length >= 1, 15_000, 'the order on both copies');
+    await waitUntil(() => realOrders(appA).length >= 1 && realOrders(appB).length >= 1, 30_000, 'the order on both copies');
     await settle();
     for (const app of [appA, appB]) expect(realOrders(app).map((e) => e.order)).toEqual([{ n: 1 }]);
   }, 60_000);
@@ -185,13 +185,13 @@ describe('an app shaped like iii-example (streams, state, cron, pub/sub) on two 
     expect((await http(`${nodeB.httpUrl}/todo`)).json<{ id: string }[]>().map((t) => t.id)).toEqual(['t-2']);
     expect((await http(`${nodeB.httpUrl}/state/s-1`)).json()).toMatchObject({ id: 's-1', description: 'in state' });
     expect((await send(`${nodeB.httpUrl}/todo`, 'POST', { id: 't-3', description: 'after the kill' })).status).toBe(201);
-    await clientB.next((f) => f.id === 't-3' && f.event.type === 'create', 15_000, 'the create of t-3 on node B');
+    await clientB.next((f) => f.id === 't-3' && f.event.type === 'create', 30_000, 'the create of t-3 on node B');
     expect((await send(`${nodeB.httpUrl}/state`, 'POST', { id: 's-2', description: 'after' })).status).toBe(201);
     expect((await http(`${nodeB.httpUrl}/state/s-2`)).json()).toMatchObject({ id: 's-2' });
 
     expect((await send(`${nodeB.httpUrl}/users/u-2`, 'PUT', { name: 'bo' })).status).toBe(200);
     expect((await send(`${nodeB.httpUrl}/orders`, 'POST', { n: 2 })).status).toBe(202);
-    await waitUntil(() => realStates(appB).length >= 2 && realOrders(appB).length >= 2, 15_000, 'the state event and the order on B after the kill').catch((err: Error) => {
+    await waitUntil(() => realStates(appB).length >= 2 && realOrders(appB).length >= 2, 30_000, 'the state event and the order on B after the kill').catch((err: Error) => {
       throw new Error(`${err.message}: ${JSON.stringify({ states: realStates(appB), orders: realOrders(appB), node: nodeB.stdout.lines.filter((l) => l.includes('warn') || l.includes('"level":40')).slice(-20) })}`);
     });
     await settle();
