@@ -25,7 +25,7 @@ describe('queue start grace', () => {
     module = undefined;
   });
 
-  const setUp = (startGraceMs: number, served: () => boolean): { calls: number[] } => {
+  const setUp = (startGraceMs: number, served: () => boolean, listed: () => boolean = served): { calls: number[] } => {
     const calls: number[] = [];
     const config = toQueueConfig(queueModuleSchema.parse({ queue_configs: { q: { max_retries: 3, backoff_ms: 10_000, poll_interval_ms: 10 } } }));
     module = new QueueModule({
@@ -36,7 +36,7 @@ describe('queue start grace', () => {
         calls.push(Date.now());
         return Promise.resolve(served() ? { ok: true, value: null } : unavailable);
       },
-      hasFunction: served,
+      hasFunction: listed,
       logger,
       startGraceMs,
     });
@@ -64,6 +64,23 @@ describe('queue start grace', () => {
     await waitUntil(async () => (await stats()).depth === 0, 10_000, 'message acknowledged');
     expect(calls).toHaveLength(2);
     expect(await stats()).toMatchObject({ retried: 0, deadLetters: 0 });
+  });
+
+  it('a function listed but refusing the call is called again on the next rebuild, not at once', async () => {
+    let served = false;
+    const { calls } = setUp(60_000, () => served, () => true);
+    await module?.start();
+    await module?.enqueue('q', 'f', { n: 1 }, 'm-1');
+    await waitUntil(() => calls.length === 1, 10_000, 'the first call');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(calls).toHaveLength(1);
+    module?.tableChanged();
+    await waitUntil(() => calls.length === 2, 10_000, 'called again after the rebuild');
+    served = true;
+    module?.tableChanged();
+    await waitUntil(async () => (await stats()).depth === 0, 10_000, 'message acknowledged');
+    expect(calls).toHaveLength(3);
+    expect((await stats()).retried).toBe(0);
   });
 
   it('fails the attempt when the grace ends before a worker serves the function', async () => {

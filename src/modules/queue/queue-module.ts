@@ -80,6 +80,8 @@ export class QueueModule implements QueueFunctionsTarget {
   private startedAt = 0;
   /** Messages waiting out the start grace for their function: woken by tableChanged() and close(). */
   private readonly tableWaiters = new Set<() => void>();
+  /** Counts table rebuilds (tableChanged()). */
+  private tableVersion = 0;
 
   constructor(private readonly options: QueueModuleOptions) {
     this.brokerType = options.brokerType;
@@ -178,18 +180,23 @@ export class QueueModule implements QueueFunctionsTarget {
   private async invokeAfterStart(functionId: string, data: unknown, options: QueueInvokeOptions): Promise<InvocationOutcome> {
     const graceEnd = this.startedAt + (this.options.startGraceMs ?? START_GRACE_MS);
     for (;;) {
+      const tableBefore = this.tableVersion;
       const outcome = await this.options.invoke(functionId, data, options);
       if (outcome.ok || outcome.failure.source !== 'engine' || outcome.failure.code !== 'FUNCTION_UNAVAILABLE') return outcome;
-      if (!(await this.servedBefore(functionId, graceEnd))) return outcome;
+      if (!(await this.servedAfter(functionId, tableBefore, graceEnd))) return outcome;
     }
   }
 
-  /** Resolves true once the table lists a worker serving the function, false at `until` (wall clock) or on close. */
-  private async servedBefore(functionId: string, until: number): Promise<boolean> {
+  /**
+   * Resolves true once a table rebuild newer than `version` lists a worker serving the function (a
+   * function listed but unable to take the call waits for the next rebuild, so nothing spins), false
+   * at `until` (wall clock) or on close.
+   */
+  private async servedAfter(functionId: string, version: number, until: number): Promise<boolean> {
     for (;;) {
       if (this.closing !== undefined || Date.now() >= until) return false;
       // Checked and waited for in one step: a rebuild between the two cannot be missed.
-      if (this.options.hasFunction(functionId)) return true;
+      if (this.tableVersion !== version && this.options.hasFunction(functionId)) return true;
       await new Promise<void>((resolve) => {
         const wake = (): void => {
           clearTimeout(timer);
@@ -204,6 +211,7 @@ export class QueueModule implements QueueFunctionsTarget {
 
   /** The cluster's function table was rebuilt (a worker came or went): messages waiting for a function look again. */
   tableChanged(): void {
+    this.tableVersion++;
     for (const wake of [...this.tableWaiters]) wake();
   }
 
