@@ -120,10 +120,10 @@ export class Engine {
       logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size }, 'table rebuilt'),
     );
     this.localInvoker = new LocalInvoker(this.hub);
-    this.channels = new ChannelRegistry(this.hub.ownerId, logger.child({ module: 'channels' }));
+    this.channels = new ChannelRegistry(this.hub.ownerId, logger.child({ module: 'channels' }), undefined, config.workers.maxChannelBufferBytes);
     this.engineFunctions = new EngineFunctions()
       .register(REGISTER_WORKER_FUNCTION, registerWorkerFunction)
-      .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels, () => this.metrics.workerLimit('channels')));
+      .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels, { created: () => this.metrics.channelCreated(), refused: (reason) => this.metrics.channelRefused(reason) }));
     for (const [id, fn] of introspectionFunctions({
       snapshots: () => this.table.snapshotsHeld(),
       engineFunctionIds: () => this.engineFunctions.ids(),
@@ -142,6 +142,7 @@ export class Engine {
       tableVersion: () => this.table.current().version,
       inFlight: () => this.pipeline.activeRequests,
       openChannels: () => this.channels.size,
+      channelBufferedBytes: () => this.channels.bufferedBytes,
       telemetrySockets: () => this.workerServer.telemetrySockets,
       clusterWorkers: () => clusterWorkerCount(this.table.snapshotsHeld()),
       routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),

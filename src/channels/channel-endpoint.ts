@@ -116,7 +116,7 @@ export class ChannelEndpoint {
     }
     this.upgrade(request, socket, head, (ws) => {
       upgraded = true;
-      const relay = new Channel(target.channelId, target.key, channelLimits(), () => undefined);
+      const relay = new Channel(target.channelId, target.key, channelLimits(), () => undefined, undefined, this.registry.budget);
       // The worker reads: the link writes into the relay. The worker writes: the link reads from it.
       attachWebSocket(ws, socket, relay, target.direction);
       attachTunnelLink(link, relay, target.direction === 'read' ? 'write' : 'read');

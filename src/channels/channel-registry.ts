@@ -2,6 +2,7 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ChannelDirection, ChannelLimits } from './channel.js';
 import { Channel } from './channel.js';
+import { ChannelBudget } from './channel-budget.js';
 
 /** A channel end as iii-sdk receives it: `channel_id`, `access_key`, `direction`, as iii names them. */
 export interface ChannelRef {
@@ -15,6 +16,8 @@ export const DEFAULT_BUFFER_ITEMS = 64;
 export const MAX_BUFFER_ITEMS = 1024;
 /** Whatever the item count, a channel never queues more than this many bytes. */
 const MAX_QUEUED_BYTES = 1024 * 1024;
+/** Default of `max_channel_buffer_bytes`: what all channels of one process may hold together. */
+export const DEFAULT_CHANNEL_BUFFER_BYTES = 64 * 1024 * 1024;
 /** A channel an end of which was never claimed is removed after this long (iii: 5 minutes). */
 export const UNCLAIMED_TTL_MS = 5 * 60_000;
 const SWEEP_INTERVAL_MS = 60_000;
@@ -70,17 +73,26 @@ export class ChannelRegistry {
   private readonly channels = new Map<string, { channel: Channel; createdAt: number; expires: boolean }>();
   private sequence = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** What this process's channels hold together, bounded by `max_channel_buffer_bytes`. */
+  readonly budget: ChannelBudget;
 
   constructor(
     peerId: string,
     private readonly logger: Logger,
     private readonly ttlMs = UNCLAIMED_TTL_MS,
+    maxBufferedBytes = DEFAULT_CHANNEL_BUFFER_BYTES,
   ) {
     this.tag = ownerTag(peerId);
+    this.budget = new ChannelBudget(maxBufferedBytes);
   }
 
   get size(): number {
     return this.channels.size;
+  }
+
+  /** Bytes this process's channels hold (queued, or handed to a reader and not flushed). */
+  get bufferedBytes(): number {
+    return this.budget.held;
   }
 
   /** A new channel and its key; `key` may be shared by the two channels of one request. */
@@ -88,10 +100,17 @@ export class ChannelRegistry {
     const limits = channelLimits(options.bufferItems);
     const id = `${this.tag}-${(++this.sequence).toString(36)}`;
     const onGone = options.onGone;
-    const channel = new Channel(id, key, limits, (done) => {
-      this.channels.delete(done.id);
-      onGone?.();
-    }, options.maxBytesIn);
+    const channel = new Channel(
+      id,
+      key,
+      limits,
+      (done) => {
+        this.channels.delete(done.id);
+        onGone?.();
+      },
+      options.maxBytesIn,
+      this.budget,
+    );
     this.channels.set(id, { channel, createdAt: Date.now(), expires: options.expires ?? false });
     if (options.expires === true) this.startSweeping();
     return channel;

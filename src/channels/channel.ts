@@ -6,13 +6,20 @@
  * and a slow reader never grow memory. No I/O here: the ends are adapters (ws-ends.ts, tunnels).
  */
 
+import type { ChannelBudget } from './channel-budget.js';
+import { UNBOUNDED_BUDGET } from './channel-budget.js';
+
 /** How a writer finished: `complete` (it closed normally) or `aborted` (it died, or was cut off). */
 export type ChannelEndStatus = 'complete' | 'aborted';
 
 /** The reading end, as the channel drives it. */
 export interface ChannelReader {
-  /** One item; returning false asks for no more until the reader calls `drained()` on its feedback. */
-  write(data: Buffer, binary: boolean): boolean;
+  /**
+   * One item; returning false asks for no more until the reader calls `drained()` on its feedback.
+   * `flushed`, when the reader calls it, says the item has left this process (written to the kernel):
+   * until then it counts against the process's channel budget (channel-budget.ts).
+   */
+  write(data: Buffer, binary: boolean, flushed: () => void): boolean;
   /** The writer finished; nothing follows. */
   end(status: ChannelEndStatus, reason: string): void;
 }
@@ -67,6 +74,12 @@ export class Channel {
   private settled = false;
   /** Bytes the writer pushed, for limits and logs. */
   bytesIn = 0;
+  /** Bytes this channel holds against the budget: queued, or handed to the reader and not flushed. */
+  private held = 0;
+  /** Of those, handed to the reader and not flushed yet. */
+  private inFlight = 0;
+  /** Inside a reader's write (a reader may say `flushed` before it returns). */
+  private handing = false;
 
   constructor(
     readonly id: string,
@@ -76,6 +89,8 @@ export class Channel {
     private readonly onSettled: (channel: Channel) => void,
     /** Optional bound on the bytes the writer may push (a streamed request body's limit). */
     private readonly maxBytesIn = Number.POSITIVE_INFINITY,
+    /** The process's bound on what all its channels hold together. */
+    private readonly budget: ChannelBudget = UNBOUNDED_BUDGET,
   ) {}
 
   /** Whether an end was claimed yet (unclaimed channels expire). */
@@ -138,8 +153,8 @@ export class Channel {
       return;
     }
     if (this.reader.kind === 'done') return;
-    if (this.reader.kind === 'open' && !this.readerBusy && this.queue.length === 0) {
-      if (!this.reader.reader.write(data, binary)) this.readerBusy = true;
+    if (this.reader.kind === 'open' && !this.readerBlocked && this.queue.length === 0) {
+      this.handOver(this.reader.reader, data, binary);
     } else if (data.length > this.limits.maxQueuedBytes) {
       // One item larger than the whole buffer is refused, never queued whole (docs/streaming.md#limits).
       const reason = `an item of ${data.length} bytes is larger than the channel's buffer (${this.limits.maxQueuedBytes} bytes)`;
@@ -149,8 +164,46 @@ export class Channel {
     } else {
       this.queue.push({ data, binary });
       this.queuedBytes += data.length;
+      this.held += data.length;
+      this.budget.take(data.length);
     }
     this.applyBackPressure();
+  }
+
+  /**
+   * The reader is not to be given more: it said so, or the process's budget is spent and this
+   * channel's last item has not left the process yet (then one item at a time, at the reader's pace).
+   */
+  private get readerBlocked(): boolean {
+    return this.readerBusy || (this.inFlight > 0 && this.budget.full);
+  }
+
+  /** Gives the reader one item, counted against the budget until the reader says it was flushed. */
+  private handOver(reader: ChannelReader, data: Buffer, binary: boolean): void {
+    const bytes = data.length;
+    if (!this.settled) {
+      this.held += bytes;
+      this.inFlight += bytes;
+      this.budget.take(bytes);
+    }
+    let once = false;
+    const flushed = (): void => {
+      if (once || this.settled) return;
+      once = true;
+      this.held -= bytes;
+      this.inFlight -= bytes;
+      this.budget.give(bytes);
+      if (this.handing) return;
+      // The budget may have held this channel back: it may go on now.
+      if (this.queue.length > 0 && !this.readerBusy) this.flush();
+      else this.applyBackPressure();
+    };
+    this.handing = true;
+    try {
+      if (!reader.write(data, binary, flushed)) this.readerBusy = true;
+    } finally {
+      this.handing = false;
+    }
   }
 
   private writerFinished(state: Extract<WriterState, { kind: 'ended' }>): void {
@@ -175,10 +228,13 @@ export class Channel {
   private flush(): void {
     if (this.reader.kind !== 'open') return;
     const reader = this.reader.reader;
-    while (this.queue.length > 0 && !this.readerBusy) {
+    while (this.queue.length > 0 && !this.readerBlocked) {
       const item = this.queue.shift() as QueuedItem;
       this.queuedBytes -= item.data.length;
-      if (!reader.write(item.data, item.binary)) this.readerBusy = true;
+      // Queued bytes become bytes in flight: still held, counted once.
+      this.held -= item.data.length;
+      this.budget.give(item.data.length);
+      this.handOver(reader, item.data, item.binary);
     }
     if (this.queue.length === 0 && this.writer.kind === 'ended') {
       this.reader = { kind: 'done' };
@@ -193,7 +249,8 @@ export class Channel {
   private applyBackPressure(): void {
     if (this.writer.kind !== 'open') return;
     const full = this.queue.length >= this.limits.maxQueuedItems || this.queuedBytes >= this.limits.maxQueuedBytes;
-    const shouldPause = full || (this.readerBusy && this.queue.length > 0);
+    // Past the process's budget a channel queues nothing beyond the item in hand.
+    const shouldPause = full || (this.queue.length > 0 && (this.readerBusy || this.budget.full));
     if (shouldPause && !this.writerPaused) {
       this.writerPaused = true;
       this.writer.control.pause();
@@ -206,6 +263,10 @@ export class Channel {
   private settle(): void {
     if (this.settled) return;
     this.settled = true;
+    // Whatever is still queued or in flight is the reader's socket's now, or dropped.
+    this.budget.give(this.held);
+    this.held = 0;
+    this.inFlight = 0;
     this.onSettled(this);
   }
 }

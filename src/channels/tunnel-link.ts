@@ -59,9 +59,12 @@ export function attachTunnelLink(socket: Socket, channel: Pick<Channel, 'attachR
 function attachSending(socket: Socket, channel: Pick<Channel, 'attachReader'>): boolean {
   let ended = false;
   const feedback = channel.attachReader({
-    write: (data, binary) => {
-      if (socket.destroyed) return true;
-      if (socket.write(itemFrame(data, binary))) return true;
+    write: (data, binary, flushed) => {
+      if (socket.destroyed) {
+        flushed();
+        return true;
+      }
+      if (socket.write(itemFrame(data, binary), flushed)) return true;
       socket.once('drain', () => feedback?.drained());
       return false;
     },

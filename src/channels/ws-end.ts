@@ -44,9 +44,12 @@ function attachAsReader(ws: WebSocket, raw: Duplex, channel: Pick<Channel, 'atta
   let ended = false;
   const bound: { feedback?: ReaderFeedback } = {};
   const reader: ChannelReader = {
-    write: (data, binary) => {
-      if (ws.readyState !== WebSocket.OPEN) return true;
-      ws.send(data, { binary });
+    write: (data, binary, flushed) => {
+      if (ws.readyState !== WebSocket.OPEN) {
+        flushed();
+        return true;
+      }
+      ws.send(data, { binary }, flushed);
       if (ws.bufferedAmount < SEND_HIGH_WATER_BYTES) return true;
       raw.once('drain', () => bound.feedback?.drained());
       return false;

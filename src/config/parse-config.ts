@@ -312,6 +312,8 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
     host: workers.host,
     port: workers.port ?? topLevelPort,
     maxFrameBytes: workers.max_frame_bytes,
+    maxChannelFrameBytes: workers.max_channel_frame_bytes,
+    maxChannelBufferBytes: workers.max_channel_buffer_bytes,
     reconnectGraceMs: workers.reconnect_grace_ms,
     heartbeatIntervalMs: workers.heartbeat_interval_ms,
     heartbeatTimeoutMs: workers.heartbeat_timeout_ms,
@@ -324,6 +326,8 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
       maxCallsInFlight: workers.max_calls_in_flight,
       maxFramesPerSecond: workers.max_frames_per_second,
       maxQueuedBytes: workers.max_queued_bytes,
+      maxChannelsPerWorker: workers.max_channels_per_worker,
+      maxChannels: workers.max_channels,
     },
     extraListeners: [],
   };

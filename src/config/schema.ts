@@ -194,6 +194,26 @@ export const workerModuleSchema = z
       .min(65536)
       .default(67108864)
       .describe('Bytes the engine may have queued for one worker that is not reading them; a worker past it is closed (1008) and its calls fail over, so a stalled worker cannot grow the engine\'s memory'),
+    max_channels_per_worker: z
+      .int()
+      .min(1)
+      .default(64)
+      .describe('Most channels from `engine::channels::create` one worker connection may have open at once; more are answered with `too_many_channels` (counted in switchyard_channels_refused_total)'),
+    max_channels: z
+      .int()
+      .min(1)
+      .default(256)
+      .describe('Most channels from `engine::channels::create` the workers of this listener may have open at once, together; more are answered with `too_many_channels`'),
+    max_channel_frame_bytes: z
+      .int()
+      .min(65536)
+      .default(262144)
+      .describe('Largest WebSocket message accepted on a channel socket (`/ws/channels/…`) of this listener, in bytes; a larger one closes that socket (1009) and aborts the channel. iii-sdk sends binary data in 64 KiB frames, so only a larger text message (`sendMessage`) meets it'),
+    max_channel_buffer_bytes: z
+      .int()
+      .min(1048576)
+      .default(67108864)
+      .describe('Bytes all channels of one engine process may hold together (queued, or handed to a reader and not yet sent); past it no channel queues beyond the item in hand and writers wait for their readers (back-pressure). The first `iii-worker-manager` entry\'s value applies'),
     host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
     handshake_timeout_ms: z
       .int()

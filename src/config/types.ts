@@ -63,12 +63,19 @@ export interface WorkerLimits {
   /** 0: no limit. */
   maxFramesPerSecond: number;
   maxQueuedBytes: number;
+  /** Channels from engine::channels::create one connection, and the whole listener, may hold open. */
+  maxChannelsPerWorker: number;
+  maxChannels: number;
 }
 
 export interface WorkersConfig {
   host: string;
   port: number;
   maxFrameBytes: number;
+  /** Largest message on a channel socket of this listener. */
+  maxChannelFrameBytes: number;
+  /** What all channels of a process may hold together (the first entry's applies). */
+  maxChannelBufferBytes: number;
   authToken?: string;
   /** iii's listener middleware: every call a worker on this listener makes goes to it instead. */
   middlewareFunctionId?: string;

@@ -62,18 +62,23 @@ export class ResponseStream implements ChannelReader {
     return this.state === 'streaming';
   }
 
-  write(data: Buffer, binary: boolean): boolean {
+  write(data: Buffer, binary: boolean, flushed: () => void): boolean {
     if (this.state === 'waiting') {
       if (!binary) {
         this.control(data.toString('utf8'));
+        flushed();
         return true;
       }
       this.begin();
     } else if (this.state !== 'streaming' || !binary) {
+      flushed();
       return true;
     }
-    if (this.headOnly || this.res.destroyed) return true;
-    if (this.res.write(data)) return true;
+    if (this.headOnly || this.res.destroyed) {
+      flushed();
+      return true;
+    }
+    if (this.res.write(data, () => flushed())) return true;
     this.res.once('drain', () => this.feedback?.drained());
     return false;
   }

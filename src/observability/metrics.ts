@@ -19,6 +19,8 @@ export interface MetricSources {
   tableVersion(): number;
   inFlight(): number;
   openChannels(): number;
+  /** Bytes this process's channels hold (channel-budget.ts). */
+  channelBufferedBytes(): number;
   telemetrySockets(): number;
   /** Workers connected anywhere in the cluster (cluster-census.ts). */
   clusterWorkers(): number;
@@ -56,6 +58,8 @@ export class EngineMetrics {
   private readonly errorReplies: Counter;
   private readonly telemetryExports: Counter;
   private readonly channelLinks: Counter<'result'>;
+  private readonly channelsCreated: Counter;
+  private readonly channelsRefused: Counter<'reason'>;
   /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
   private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
   /** The table's route patterns at its last rebuild (retainRoutes); undefined until the first one. */
@@ -147,6 +151,21 @@ export class EngineMetrics {
       registers,
     });
     new Gauge({ name: 'switchyard_channels_open', help: 'Streaming channels held by this process (request bodies, responses, worker-to-worker)', registers, collect() { this.set(sources.openChannels()); } });
+    new Gauge({
+      name: 'switchyard_channel_buffered_bytes',
+      help: 'Bytes the channels of this process hold: queued, or handed to a reader and not yet sent (bounded by max_channel_buffer_bytes)',
+      registers,
+      collect() {
+        this.set(sources.channelBufferedBytes());
+      },
+    });
+    this.channelsCreated = new Counter({ name: 'switchyard_channels_created_total', help: 'Channels made by engine::channels::create', registers });
+    this.channelsRefused = new Counter({
+      name: 'switchyard_channels_refused_total',
+      help: 'engine::channels::create calls refused, by the limit hit: per_worker (max_channels_per_worker), per_listener (max_channels)',
+      labelNames: ['reason'],
+      registers,
+    });
     this.streams = new Counter({
       name: 'switchyard_http_streams_total',
       help: 'HTTP responses streamed from a response channel, by how they ended: complete, or cut (worker died, handler failed, client left)',
@@ -255,6 +274,16 @@ export class EngineMetrics {
 
   workerFrozen(): void {
     this.frozen.inc();
+  }
+
+  channelCreated(): void {
+    this.channelsCreated.inc();
+  }
+
+  /** A refused engine::channels::create; also a worker limit hit (`channels`). */
+  channelRefused(reason: string): void {
+    this.channelsRefused.inc({ reason });
+    this.workerRefusals.inc({ reason: 'channels' });
   }
 
   workerLimit(reason: string): void {

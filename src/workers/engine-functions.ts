@@ -9,7 +9,7 @@ export interface EngineCaller {
   readonly session?: {
     readonly restricted: boolean;
     /** The listener the worker connected to (its index in the config). */
-    readonly policy?: { readonly index: number };
+    readonly policy?: { readonly index: number; readonly limits?: { readonly maxChannelsPerWorker: number; readonly maxChannels: number } };
     mayCall(functionId: string, metadata: Record<string, unknown> | undefined): boolean;
   };
 }

@@ -77,6 +77,7 @@ export class WorkerServer {
   private closing: Promise<void> | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private readonly channelEndpoint: ChannelEndpoint | undefined;
+  private readonly channelWss: WebSocketServer | undefined;
 
   /** The connections this listener accepted (the hub holds those of every listener). */
   private readonly accepted = new Set<WorkerConnection>();
@@ -121,9 +122,13 @@ export class WorkerServer {
       }
     });
     if (channels !== undefined) {
+      // Channel sockets take messages up to max_channel_frame_bytes (iii-sdk sends 64 KiB binary
+      // frames), so a channel never holds a message larger than that (docs/security.md#channels).
+      const channelWss = new WebSocketServer({ noServer: true, maxPayload: config.maxChannelFrameBytes, perMessageDeflate: false });
+      this.channelWss = channelWss;
       this.channelEndpoint = new ChannelEndpoint(
         channels.registry,
-        (request, socket, head, done) => this.wss.handleUpgrade(request, socket, head, done),
+        (request, socket, head, done) => channelWss.handleUpgrade(request, socket, head, done),
         logger.child({ module: 'channels' }),
         channels.openRemote,
       );
@@ -274,8 +279,11 @@ export class WorkerServer {
       this.telemetry.close(CLOSE_GOING_AWAY, 'engine shutting down');
       const deadline = setTimeout(() => {
         for (const client of this.wss.clients) client.terminate();
+        for (const client of this.channelWss?.clients ?? []) client.terminate();
       }, graceMs);
       await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+      const channelWss = this.channelWss;
+      if (channelWss !== undefined) await new Promise<void>((resolve) => channelWss.close(() => resolve()));
       await new Promise<void>((resolve) => {
         this.server.close(() => resolve());
         this.server.closeAllConnections();

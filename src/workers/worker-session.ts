@@ -16,6 +16,8 @@ export const DEFAULT_LIMITS: WorkerLimits = Object.freeze({
   maxCallsInFlight: 1000,
   maxFramesPerSecond: 100_000,
   maxQueuedBytes: 64 * 1024 * 1024,
+  maxChannelsPerWorker: 64,
+  maxChannels: 256,
 });
 
 /** What a worker listener applies to the connections it accepts. */

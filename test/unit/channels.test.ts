@@ -2,6 +2,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { ChannelEndStatus, ChannelReader, ReaderFeedback, WriterInput } from '../../src/channels/channel.js';
 import { Channel } from '../../src/channels/channel.js';
+import { ChannelBudget } from '../../src/channels/channel-budget.js';
 import { channelAttachDecision } from '../../src/channels/channel-attach.js';
 import { parseChannelTarget } from '../../src/channels/channel-endpoint.js';
 import { tunnelLinkResult } from '../../src/forwarding/tunnel-client.js';
@@ -151,6 +152,74 @@ describe('Channel', () => {
     expect(w.aborted).toBe('request over');
     expect(reader.ended).toEqual(['aborted', 'request over']);
     expect(channel.isSettled).toBe(true);
+  });
+});
+
+describe('the process channel budget (issue 23, point 5)', () => {
+  /** A reader that takes items but flushes them only when told (a socket nobody reads). */
+  function holdingReader(): ChannelReader & { items: number; pending: (() => void)[] } {
+    const reader = {
+      items: 0,
+      pending: [] as (() => void)[],
+      write(_data: Buffer, _binary: boolean, flushed: () => void) {
+        reader.items++;
+        reader.pending.push(flushed);
+        return true;
+      },
+      end() {},
+    };
+    return reader;
+  }
+  const kib = (n: number): Buffer => Buffer.alloc(n * 1024);
+
+  it('counts queued and unflushed bytes, and past the bound queues nothing beyond the item in hand', async () => {
+    const budget = new ChannelBudget(64 * 1024);
+    const hog = new Channel('hog', 'k', channelLimits(), () => undefined, undefined, budget);
+    const w = writer();
+    const input = hog.attachWriter(w.control) as WriterInput;
+    const stuck = holdingReader();
+    hog.attachReader(stuck);
+    await flush();
+    for (let i = 0; i < 4; i++) input.push(kib(32), true);
+    // Two items reach the reader (the second takes the budget to its bound), the third is queued and the writer waits.
+    expect(stuck.items).toBe(2);
+    expect(budget.held).toBe(4 * 32 * 1024);
+    expect(budget.full).toBe(true);
+    expect(w.paused).toBe(true);
+    // Another channel whose reader keeps up goes on, one item in flight at a time.
+    const other = new Channel('ok', 'k', channelLimits(), () => undefined, undefined, budget);
+    const w2 = writer();
+    const input2 = other.attachWriter(w2.control) as WriterInput;
+    const got: number[] = [];
+    other.attachReader({ write: (data, _b, flushed) => (got.push(data.length), flushed(), true), end: () => undefined });
+    await flush();
+    for (let i = 0; i < 10; i++) input2.push(kib(16), true);
+    expect(got.length).toBe(10);
+    expect(w2.paused).toBe(false);
+    // The stuck reader flushes: the hog's queue moves on, one item in flight while the budget is spent, and its writer resumes.
+    for (const done of stuck.pending.splice(0)) done();
+    expect(stuck.items).toBe(3);
+    for (const done of stuck.pending.splice(0)) done();
+    expect(stuck.items).toBe(4);
+    expect(w.paused).toBe(false);
+    hog.destroy('test over');
+    other.destroy('test over');
+    expect(budget.held).toBe(0);
+  });
+
+  it('gives back what a torn-down channel held, and ignores its late flushes', async () => {
+    const budget = new ChannelBudget(1024 * 1024);
+    const channel = new Channel('c', 'k', channelLimits(), () => undefined, undefined, budget);
+    const input = channel.attachWriter(writer().control) as WriterInput;
+    const stuck = holdingReader();
+    channel.attachReader(stuck);
+    await flush();
+    input.push(kib(100), true);
+    expect(budget.held).toBe(100 * 1024);
+    channel.destroy('gone');
+    expect(budget.held).toBe(0);
+    for (const done of stuck.pending) done();
+    expect(budget.held).toBe(0);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EngineMetrics } from '../../src/observability/metrics.js';
 
-const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
 
 /** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
 async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
