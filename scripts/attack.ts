@@ -1,7 +1,13 @@
 // Every issue-23 attack at once against a two-node Redis-mode cluster, with legitimate traffic, for a
 // bounded time (loopback only): `npm run attack -- --seconds 600` (default 20). Passes when every
 // engine process stays up (same pids), none passes the RSS bound, and legitimate requests keep being
-// answered 200. Prints one JSON report line; exits 1 on a failed check.
+// answered 200. Prints one JSON report line (with the load average, the RSS peak of every process
+// and the legitimate requests answered per minute); exits 1 on a failed check. A restricted tenant
+// uses every limit at once: connections holding registrations up to the 8 MiB per-connection and
+// 32 MiB per-process bounds with 1,024-character ids, 16 MiB worker frames, and channels at their
+// caps (64 per worker, 256 per listener and process) with readers that never read, fed 256 KiB frames
+// (max_channel_frame_bytes) and 16 MiB ones (refused).
+import { loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import WebSocket from 'ws';
 import { http } from '../test/support/http.js';
@@ -15,6 +21,8 @@ import { freePort, startRedisServer } from '../test/support/redis.js';
 const args = process.argv.slice(2);
 const seconds = Number(args[args.indexOf('--seconds') + 1] ?? 20) || 20;
 const RSS_BOUND_MB = Number(process.env.ATTACK_RSS_BOUND_MB ?? 400);
+/** Parts to leave out, to measure the others alone: `ATTACK_SKIP=held-registrations,held-channels`. */
+const SKIP = new Set((process.env.ATTACK_SKIP ?? '').split(',').filter((x) => x !== ''));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function main(): Promise<void> {
@@ -54,8 +62,18 @@ async function main(): Promise<void> {
     }
   }
   const counts = { legitOk: 0, legitFailed: 0, attacks: {} as Record<string, number> };
+  const perMinute: { ok: number; failed: number }[] = [];
+  let started = Date.now();
+  const minute = () => {
+    const i = Math.floor((Date.now() - started) / 60_000);
+    while (perMinute.length <= i) perMinute.push({ ok: 0, failed: 0 });
+    return perMinute[i] as { ok: number; failed: number };
+  };
+  const loadStart = loadavg().map((l) => Math.round(l * 100) / 100);
+  let loadMax = loadStart[0] ?? 0;
+  const loadSampler = setInterval(() => (loadMax = Math.max(loadMax, loadavg()[0] ?? 0)), 5000);
   const count = (what: string) => (counts.attacks[what] = (counts.attacks[what] ?? 0) + 1);
-  const end = Date.now() + seconds * 1000;
+  let end = Number.POSITIVE_INFINITY;
   const running = () => Date.now() < end;
   const loop = async (what: string, everyMs: number, body: () => Promise<void>) => {
     while (running()) {
@@ -84,13 +102,72 @@ async function main(): Promise<void> {
     `GET /legit/0 HTTP/1.1\r\nHost: x\r\n${Array.from({ length: 2000 }, (_, i) => `x-${i}: ${i}\r\n`).join('')}\r\n`,
     'GET /legit/0 HTTP/1.1\r\n\r\n',
   ];
+  // A tenant at its registration limits, held all along: per node 6 connections, each with 40
+  // functions of 1,024-character ids and 200 KB of metadata (up to the 8 MiB per connection; the
+  // 32 MiB per process stops the rest). Every process of both nodes holds these snapshots.
+  const held: RawWorker[] = [];
+  for (const i of SKIP.has('held-registrations') ? [] : [0, 1]) {
+    for (let c = 0; c < 6; c++) {
+      const w = await RawWorker.connect(tenantUrl(i));
+      held.push(w);
+      for (let k = 0; k < 40; k++) w.send({ type: 'registerfunction', id: `t::held-${i}-${c}-${k}-${'i'.repeat(1000)}`.slice(0, 1024), metadata: { blob: 'h'.repeat(200_000) } });
+      w.send({ type: 'ping' });
+      await w.ofType('pong', 120_000);
+    }
+  }
+
+  /** Channels at their caps with readers that never read: created, opened and fed 256 KiB frames. */
+  const channelSockets: WebSocket[] = [];
+  const openEnd = (i: number, ref: { channel_id: string; access_key: string }, dir: 'read' | 'write'): Promise<WebSocket | undefined> =>
+    new Promise((resolve) => {
+      const ws = new WebSocket(`${tenantUrl(i)}/ws/channels/${ref.channel_id}?key=${ref.access_key}&dir=${dir}`);
+      channelSockets.push(ws);
+      ws.on('error', () => undefined);
+      ws.once('open', () => {
+        if (dir === 'read') (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+        resolve(ws);
+      });
+      ws.once('close', () => resolve(undefined));
+    });
+  let invocations = 0;
+  const createChannel = async (w: RawWorker) => {
+    const id = `ch-${++invocations}`;
+    w.send({ type: 'invokefunction', invocation_id: id, function_id: 'engine::channels::create', data: {} });
+    const r = await w.next((f) => f.type === 'invocationresult' && f.invocation_id === id, 30_000);
+    return r.result as { writer?: { channel_id: string; access_key: string }; reader?: { channel_id: string; access_key: string } } | undefined;
+  };
+  const channelFrame = Buffer.alloc(256 * 1024, 7);
+  const bigChannelFrame = Buffer.alloc(16 * 1024 * 1024, 8);
+  let channelsHeld = 0;
+  for (const i of SKIP.has('held-channels') ? [] : [0, 1]) {
+    for (let c = 0; c < 5; c++) {
+      const w = await RawWorker.connect(tenantUrl(i));
+      held.push(w);
+      for (let k = 0; k < 64; k++) {
+        const made = await createChannel(w).catch(() => undefined);
+        if (made?.writer === undefined || made.reader === undefined) break;
+        channelsHeld++;
+        await openEnd(i, made.reader, 'read');
+        const writer = await openEnd(i, made.writer, 'write');
+        for (let f = 0; f < 4; f++) writer?.send(channelFrame, { binary: true });
+      }
+    }
+  }
+  const rssAfterSetup = Object.fromEntries(pids.map((pid) => [pid, Math.round(rssMb(pid))]));
+  started = Date.now();
+  end = started + seconds * 1000;
   let legitRound = 0;
   await Promise.all([
     loop('legit', 20, async () => {
       const n = nodes[legitRound % 2] as EngineHandle;
       const res = await http(`${n.httpUrl}/legit/${++legitRound % 2}`).catch(() => ({ status: 0 }));
-      if (res.status === 200) counts.legitOk++;
-      else counts.legitFailed++;
+      if (res.status === 200) {
+        counts.legitOk++;
+        minute().ok++;
+      } else {
+        counts.legitFailed++;
+        minute().failed++;
+      }
     }),
     loop('framing', 50, async () => {
       for (const n of nodes) for (const text of smuggle) await rawHttp(n.httpUrl, text, 5000);
@@ -102,6 +179,8 @@ async function main(): Promise<void> {
         for (let k = 0; k < 50; k++) w.send({ type: 'registerfunction', id: `t::meta-${k}`, metadata: { blob: 'm'.repeat(200_000) } });
         w.route('engine::functions::list', 'GET', '/stolen');
         w.send({ type: 'registerfunction', id: 't::ssrf', invocation: { url: `http://[::ffff:7f00:1]:${nodes[0]?.ports.http}/`, method: 'POST' } });
+        // One frame just under max_frame_bytes (16 MiB): a call to a function the tenant may not call.
+        w.send({ type: 'invokefunction', invocation_id: 'big', function_id: 'legit::0', data: { blob: 'b'.repeat(16 * 1024 * 1024 - 200) } });
         w.send({ type: 'ping' });
         await w.ofType('pong', 60_000);
         await w.close();
@@ -115,17 +194,17 @@ async function main(): Promise<void> {
         const w = await RawWorker.connect(tenantUrl(i));
         const refs: { channel_id: string; access_key: string }[] = [];
         for (let k = 0; k < 70; k++) {
-          const id = `ch-${k}`;
-          w.send({ type: 'invokefunction', invocation_id: id, function_id: 'engine::channels::create', data: {} });
-          const r = await w.next((f) => f.type === 'invocationresult' && f.invocation_id === id, 30_000);
-          const created = r.result as { writer?: { channel_id: string; access_key: string } } | undefined;
-          if (created?.writer !== undefined) refs.push(created.writer);
+          const created = await createChannel(w);
+          if (created?.writer === undefined || created.reader === undefined) continue;
+          refs.push(created.writer);
+          if (k < 10) await openEnd(i, created.reader, 'read');
         }
-        // 2 MB items into channels nobody reads (each refused: larger than the 1 MiB buffer).
-        for (const ref of refs.slice(0, 20)) {
+        // 16 MiB items (max_frame_bytes) into channels whose reader never reads (each refused: larger
+        // than max_channel_frame_bytes), and items into channels nobody reads at all.
+        for (const ref of refs.slice(0, 10)) {
           const ws = new WebSocket(`${tenantUrl(i)}/ws/channels/${ref.channel_id}?key=${ref.access_key}&dir=write`);
           await new Promise<void>((resolve) => {
-            ws.once('open', () => ws.send(Buffer.alloc(2 * 1024 * 1024), () => resolve()));
+            ws.once('open', () => ws.send(bigChannelFrame, () => resolve()));
             ws.once('error', () => resolve());
             ws.once('close', () => resolve());
           });
@@ -136,23 +215,34 @@ async function main(): Promise<void> {
     }),
   ]);
   clearInterval(sampler);
+  clearInterval(loadSampler);
+  for (const ws of channelSockets) ws.terminate();
+  for (const w of held) await w.close().catch(() => undefined);
   spy.disconnect();
   publisher.disconnect();
   const alive = pids.filter((pid) => isRunning(pid));
   const sameChildren = nodes.every((n) => childPids(n.child.pid as number).every((pid) => pids.includes(pid)));
   const rss = Object.fromEntries([...maxRss].map(([pid, mb]) => [pid, Math.round(mb)]));
   const report = {
+    date: new Date(started).toISOString(),
     seconds,
+    loadAverage: { atStart: loadStart, max1m: Math.round(loadMax * 100) / 100, atEnd: loadavg().map((l) => Math.round(l * 100) / 100) },
     processes: pids.length,
+    roles: Object.fromEntries(
+      nodes.flatMap((n, i): [number, string][] => [[n.child.pid as number, `node-${i} primary`], ...childPids(n.child.pid as number).map((pid): [number, string] => [pid, `node-${i} child`])]),
+    ),
     alive: alive.length,
     sameChildren,
     rssBoundMb: RSS_BOUND_MB,
     maxRssMb: rss,
     legitOk: counts.legitOk,
     legitFailed: counts.legitFailed,
+    legitPerMinute: perMinute,
+    rssAfterSetupMb: rssAfterSetup,
+    channelsHeld,
     attackRounds: counts.attacks,
   };
-  const pass = alive.length === pids.length && sameChildren && Object.values(rss).every((mb) => mb < RSS_BOUND_MB) && counts.legitOk > 0 && counts.legitFailed === 0;
+  const pass = alive.length === pids.length && sameChildren && Object.values(rss).every((mb) => mb < RSS_BOUND_MB) && counts.legitFailed === 0 && perMinute.every((m, i) => m.ok > 0 || i === perMinute.length - 1);
   process.stdout.write(`${JSON.stringify({ ...report, pass })}\n`);
   for (const w of legit) await w.close().catch(() => undefined);
   for (const n of nodes) await n.stop().catch(() => undefined);
