@@ -186,6 +186,7 @@ export class Engine {
         onChannelAttach: (request) => channelAttachDecision(this.channels, request),
       });
       cluster.bus.observeRefusals?.((code) => this.metrics.busRefused(code));
+      cluster.bus.observeLegacyPeers?.((peerId) => this.metrics.busLegacyPeer(peerId));
       this.membership = new ClusterMembership({
         identity: cluster.identity,
         bus: cluster.bus,

@@ -143,6 +143,7 @@ export const CLUSTER_ERRORS = {
   BUS_UNAUTHENTICATED: 'A Redis bus message or peer key without a valid HMAC of the cluster secret was ignored',
   BUS_STALE: 'A Redis bus message stamped more than a minute away from this clock was ignored (a replay, or clocks that disagree)',
   BUS_REPLAYED: 'A Redis bus message seen before (same sender and sequence number) was ignored: a replay',
+  BUS_VERSION: 'A Redis bus message or peer key of a newer bus protocol was ignored; the peer is named in the log (docs/scale.md)',
   FORWARD_FRAME_MALFORMED: 'A forward frame could not be decoded; the connection was closed',
   FORWARD_FRAME_TOO_LARGE: 'A forward frame exceeded the maximum size; the connection was closed',
 } as const;

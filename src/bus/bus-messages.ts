@@ -1,4 +1,6 @@
 import type { WireSnapshot } from './wire-snapshot.js';
+import type { WireDelta } from './wire-delta.js';
+import { isDelta } from './wire-delta.js';
 import { isPlainObject } from '../values.js';
 
 /**
@@ -7,9 +9,17 @@ import { isPlainObject } from '../values.js';
  * an error too, never applied.
  */
 export const BUS_PROTOCOL_VERSION = 1;
+/**
+ * The Redis bus's protocol (docs/scale.md): deltas on a per-peer version chain. Its messages keep the
+ * version-1 envelope and name their protocol in `p`, so a node of the previous build (which sends no
+ * `p`) is recognised and refused by name (`BUS_VERSION`) rather than half understood.
+ */
+export const REDIS_BUS_PROTOCOL = 2;
 
 export type BusMessage =
   | { kind: 'snapshot'; snapshot: WireSnapshot }
+  /** Redis bus protocol 2: one peer's change since the version it names. */
+  | { kind: 'delta'; delta: WireDelta }
   | { kind: 'heartbeat'; peerId: string; version: number }
   | { kind: 'gone'; peerId: string }
   /** Child → primary (embedded): this channel carries that peer; answered with `sync`. */
@@ -19,13 +29,21 @@ export type BusMessage =
 
 export interface BusEnvelope {
   v: typeof BUS_PROTOCOL_VERSION;
+  /** The Redis bus protocol (absent: 1, a node of the previous build). */
+  p?: number;
   cluster: string;
   message: BusMessage;
 }
 
 export type BusDecode =
   | { ok: true; message: BusMessage }
-  | { ok: false; code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER' | 'BUS_UNAUTHENTICATED' | 'BUS_STALE' | 'BUS_REPLAYED'; reason: string };
+  | {
+      ok: false;
+      code: 'BUS_MALFORMED' | 'BUS_FOREIGN_CLUSTER' | 'BUS_UNAUTHENTICATED' | 'BUS_STALE' | 'BUS_REPLAYED' | 'BUS_VERSION';
+      reason: string;
+      /** BUS_VERSION: the peer that speaks another protocol. */
+      peerId?: string;
+    };
 
 const isObject = isPlainObject;
 
@@ -42,8 +60,8 @@ function isSnapshot(v: unknown): v is WireSnapshot {
   );
 }
 
-export function encodeBusMessage(cluster: string, message: BusMessage): BusEnvelope {
-  return { v: BUS_PROTOCOL_VERSION, cluster, message };
+export function encodeBusMessage(cluster: string, message: BusMessage, protocol?: number): BusEnvelope {
+  return protocol === undefined ? { v: BUS_PROTOCOL_VERSION, cluster, message } : { v: BUS_PROTOCOL_VERSION, p: protocol, cluster, message };
 }
 
 export function decodeBusEnvelope(raw: unknown, cluster: string): BusDecode {
@@ -57,6 +75,8 @@ export function decodeBusEnvelope(raw: unknown, cluster: string): BusDecode {
   switch (m.kind) {
     case 'snapshot':
       return isSnapshot(m.snapshot) ? { ok: true, message: { kind: 'snapshot', snapshot: m.snapshot } } : malformed('snapshot');
+    case 'delta':
+      return isDelta(m.delta) ? { ok: true, message: { kind: 'delta', delta: m.delta } } : malformed('delta');
     case 'heartbeat':
       return typeof m.peerId === 'string' && typeof m.version === 'number'
         ? { ok: true, message: { kind: 'heartbeat', peerId: m.peerId, version: m.version } }

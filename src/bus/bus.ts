@@ -24,6 +24,8 @@ export interface Bus {
   readonly synced: boolean;
   /** Called with the code of every message the bus refuses (metrics); only the Redis bus refuses any. */
   observeRefusals?(observer: (code: string) => void): void;
+  /** Called with the id of each peer found speaking an older bus protocol (Redis bus; docs/scale.md). */
+  observeLegacyPeers?(observer: (peerId: string) => void): void;
   /** Announces the leave when it can, then disconnects. Idempotent. */
   close(): Promise<void>;
 }

@@ -2,10 +2,14 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { SwitchyardError } from '../errors.js';
 import type { WireSnapshot } from './wire-snapshot.js';
+import type { WireDelta } from './wire-delta.js';
+import { PeerChains, diffSnapshots } from './wire-delta.js';
 import type { Bus, BusHandlers } from './bus.js';
 import { createRedisConnection, quitConnection, redactRedisUrl, withDeadline } from './redis-connection.js';
 import { RedisKeyspace } from './redis-keyspace.js';
-import { RedisPeerStore } from './redis-peer-store.js';
+import type { StoredChain } from './redis-peer-store.js';
+import { RedisPeerStore, versionReason } from './redis-peer-store.js';
+import { REDIS_BUS_PROTOCOL } from './bus-messages.js';
 import { RedisPeerView } from './redis-peer-view.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 
@@ -27,14 +31,18 @@ export interface RedisBusOptions {
 
 const START_TIMEOUT_MS = 10_000;
 const GOODBYE_TIMEOUT_MS = 1_000;
+/** Deltas of one peer held while that peer is being resynced (more: the resync is repeated). */
+const BUFFER_PER_PEER = 1_000;
 
 type Connection = 'commands' | 'subscriber';
 
 /**
- * Distributed mode (docs/cluster.md#the-bus): each peer's snapshot lives in a key under a lease and is
- * announced on one pub/sub channel; heartbeats refresh the lease and carry the version, so a missed
- * announcement is fetched; every (re)subscribe reloads all peer keys. Two connections (commands,
- * subscriber). While disconnected the bus keeps what it knows and purges no one.
+ * Distributed mode (docs/cluster.md#the-bus, docs/scale.md): each peer's state lives in Redis as a
+ * checkpoint and a log of deltas under a lease; each change is one delta on the pub/sub channel, applied
+ * by receivers holding the version it follows, and a gap resyncs that peer from checkpoint and log.
+ * Liveness is a sorted set refreshed every interval (O(peers) through Redis, nothing published); the
+ * last change of a burst is announced once by a heartbeat; every (re)subscribe reloads every peer.
+ * Two connections (commands, subscriber). While disconnected the bus keeps what it knows and purges no one.
  */
 export class RedisBus implements Bus {
   private readonly keys: RedisKeyspace;
@@ -44,6 +52,21 @@ export class RedisBus implements Bus {
   private cmd: Redis | undefined;
   private sub: Redis | undefined;
   private view: RedisPeerView | undefined;
+  private readonly chains = new PeerChains();
+  /** Deltas received for peers being resynced, applied after the resync when they chain. */
+  private readonly buffered = new Map<string, WireDelta[]>();
+  /** The next write must be a full snapshot: nothing written yet, our key was lost, or a write failed midway. */
+  private needFull = true;
+  /** A change was written since the last heartbeat announcement. */
+  private announce = false;
+  /**
+   * Peers of the previous build (bus protocol 1: no deltas, liveness by a heartbeat every interval), by
+   * when they were last heard. While any is live this node speaks their way too (docs/scale.md).
+   */
+  private readonly legacy = new Map<string, number>();
+  /** Peers whose key was missing at a reload that could not tell a departure (our own key was lost too): checked again after a lease. */
+  private readonly suspects = new Map<string, number>();
+  private legacyObserver: ((peerId: string) => void) | undefined;
   private state: 'idle' | 'starting' | 'started' | 'closed' = 'idle';
   /** A full reload succeeded on the current connections; cleared by any connection loss. */
   private loaded = false;
@@ -76,6 +99,11 @@ export class RedisBus implements Bus {
     this.refusals = observer;
   }
 
+  /** Called with the id of each peer found speaking bus protocol 1 (metrics). */
+  observeLegacyPeers(observer: (peerId: string) => void): void {
+    this.legacyObserver = observer;
+  }
+
   get synced(): boolean {
     return this.state === 'started' && this.loaded && this.bothReady();
   }
@@ -83,7 +111,16 @@ export class RedisBus implements Bus {
   start(handlers: BusHandlers): Promise<void> {
     if (this.state !== 'idle') return Promise.reject(new SwitchyardError('BUS_STATE', 'RedisBus.start() may be called once'));
     this.state = 'starting';
-    this.view = new RedisPeerView(this.options.peerId, this.options.leaseMs, handlers);
+    this.view = new RedisPeerView(this.options.peerId, this.options.leaseMs, {
+      snapshot: (snapshot) => handlers.snapshot(snapshot),
+      peerGone: (peerId) => {
+        this.chains.drop(peerId);
+        this.buffered.delete(peerId);
+        this.suspects.delete(peerId);
+        this.forgetLegacy(peerId);
+        handlers.peerGone(peerId);
+      },
+    });
     const started = new Promise<void>((resolve, reject) => {
       this.startWaiter = { resolve, reject };
     });
@@ -161,6 +198,7 @@ export class RedisBus implements Bus {
     // departure; when ours is gone too (restarted empty, or our lease lapsed) peers get a lease to republish.
     const ownKeyKept = this.written !== undefined && (await this.store.refreshLease(cmd));
     checkCurrent();
+    if (!ownKeyKept) this.needFull = true;
     const newest = this.pending ?? (ownKeyKept ? undefined : this.written);
     if (newest !== undefined) {
       if (newest === this.pending) this.pending = undefined;
@@ -170,10 +208,11 @@ export class RedisBus implements Bus {
       });
       checkCurrent();
     }
-    const snapshots = await this.store.loadAll(cmd, checkCurrent);
+    const chains = await this.store.loadAll(cmd, checkCurrent);
+    for (const chain of chains) this.applyStored(chain);
     const now = performance.now();
-    for (const snapshot of snapshots) view.offer(snapshot, now);
-    const missing = view.reconcile(new Set(snapshots.map((s) => s.ownerId)), ownKeyKept, now);
+    const missing = view.reconcile(new Set(chains.map((c) => c.peerId)), ownKeyKept, now);
+    if (!ownKeyKept) for (const peerId of missing) this.suspects.set(peerId, now + this.options.leaseMs);
     if (missing.length > 0) this.log.info({ peers: missing, removed: ownKeyKept }, 'peer keys missing after reload');
     this.loaded = true;
     this.log.info({ peers: view.size }, 'redis bus in sync');
@@ -213,9 +252,31 @@ export class RedisBus implements Bus {
     );
   }
 
+  /**
+   * The change from what Redis holds to `snapshot`, as a delta (or a full snapshot when nothing is held,
+   * our state was lost, or the records cannot be diffed). A change that changes nothing is not sent.
+   */
   private async write(snapshot: WireSnapshot): Promise<void> {
-    await this.store.write(required(this.cmd), snapshot);
-    if (this.written === undefined || snapshot.version >= this.written.version) this.written = snapshot;
+    const cmd = required(this.cmd);
+    const written = this.written;
+    // Peers of protocol 1 read only full snapshots: while one is live, every change is one.
+    const full = this.needFull || this.legacy.size > 0 || written === undefined || snapshot.version <= written.version;
+    const delta = full ? undefined : diffSnapshots(written, snapshot);
+    try {
+      if (delta === undefined) {
+        await this.store.writeFull(cmd, snapshot);
+      } else {
+        if (isEmpty(delta)) return;
+        await this.store.writeDelta(cmd, delta, snapshot);
+      }
+    } catch (err) {
+      // Whether the MULTI ran is unknown: the next write starts a new chain from a full snapshot.
+      this.needFull = true;
+      throw err;
+    }
+    this.needFull = false;
+    this.announce = true;
+    this.written = snapshot;
   }
 
   private tick(): void {
@@ -236,10 +297,16 @@ export class RedisBus implements Bus {
       // Re-checked after the await: a flush begun meanwhile writes a newer snapshot itself.
       if (this.loaded && !this.flushing && this.pending === undefined && this.written !== undefined) {
         this.log.info({ version: this.written.version }, 'own peer key gone: republishing');
+        this.needFull = true;
         await this.write(this.written);
       }
     }
-    await this.store.heartbeat(cmd, written.version);
+    // The version Redis holds, announced once after a burst: a receiver that lost the last delta resyncs.
+    // Peers of protocol 1 judge liveness by silence: while one is live, a heartbeat every interval.
+    if ((this.announce || this.legacy.size > 0) && !this.flushing && this.pending === undefined) {
+      this.announce = false;
+      await this.store.heartbeat(cmd, written.version);
+    }
   }
 
   /**
@@ -258,8 +325,12 @@ export class RedisBus implements Bus {
       .then(
         () => {
           if (generation !== this.generation || !this.loaded || this.state === 'closed' || this.view === undefined) return;
-          const expired = this.view.sweep(sentAt, performance.now());
-          if (expired.length > 0) this.log.info({ peers: expired, leaseMs: this.options.leaseMs }, 'peer lease expired: removed');
+          // Forgets peers that left long ago; only peers of protocol 1 are removed for silence.
+          this.view.sweep(Number.NEGATIVE_INFINITY, performance.now());
+          for (const [peerId, heardMs] of this.legacy) {
+            if (heardMs + this.options.leaseMs < sentAt && this.view.expire(peerId)) this.log.info({ peers: [peerId], leaseMs: this.options.leaseMs }, 'peer lease expired: removed');
+          }
+          this.expireLapsed(generation).catch((err: unknown) => this.throttle.warn('liveness', { err }, 'redis liveness check failed'));
         },
         (err: unknown) => {
           if (generation !== this.generation || this.state === 'closed') return;
@@ -272,19 +343,53 @@ export class RedisBus implements Bus {
       });
   }
 
+  /**
+   * Peers whose liveness score is older than a lease: removed when their checkpoint is gone too (the
+   * lease lapsed). The score is only a hint; a peer whose key is still there is alive.
+   */
+  private async expireLapsed(generation: number): Promise<void> {
+    const cmd = required(this.cmd);
+    const now = performance.now();
+    const due = [...this.suspects].filter(([, atMs]) => atMs <= now).map(([peerId]) => peerId);
+    const candidates = [...new Set([...(await this.store.expired(cmd)), ...due])];
+    for (const peerId of due) this.suspects.delete(peerId);
+    const lapsed: string[] = [];
+    for (const peerId of candidates) if (!(await this.store.present(cmd, peerId))) lapsed.push(peerId);
+    if (generation !== this.generation || this.state === 'closed' || this.view === undefined) return;
+    const removed = lapsed.filter((peerId) => this.view?.expire(peerId) === true);
+    if (removed.length > 0) this.log.info({ peers: removed, leaseMs: this.options.leaseMs }, 'peer lease expired: removed');
+    await this.store.forget(cmd, lapsed);
+  }
+
   private receive(channel: string, text: string): void {
     const view = this.view;
     if (channel !== this.keys.channel || view === undefined || this.state === 'closed') return;
     const decoded = this.keys.decode(text);
     if (!decoded.ok) {
       this.refusals?.(decoded.code);
+      if (decoded.code === 'BUS_VERSION') {
+        this.throttle.warn(`refused:version:${decoded.peerId ?? '?'}`, { code: decoded.code, reason: decoded.reason, peerId: decoded.peerId }, 'bus message refused: peer speaks another bus protocol');
+        return;
+      }
       this.throttle.warn(`refused:${decoded.code}`, { code: decoded.code, reason: decoded.reason, bytes: text.length }, 'bus message refused');
       return;
     }
     const message = decoded.message;
     const now = performance.now();
+    if (decoded.protocol > REDIS_BUS_PROTOCOL) {
+      const peerId = message.kind === 'snapshot' ? message.snapshot.ownerId : message.kind === 'delta' ? message.delta.ownerId : message.kind === 'sync' ? '?' : message.peerId;
+      this.refusals?.('BUS_VERSION');
+      this.throttle.warn(`refused:version:${peerId}`, { code: 'BUS_VERSION', reason: versionReason(decoded.protocol), peerId }, 'bus message refused: peer speaks a newer bus protocol');
+      return;
+    }
+    if (message.kind === 'snapshot' || message.kind === 'heartbeat') {
+      const peerId = message.kind === 'snapshot' ? message.snapshot.ownerId : message.peerId;
+      if (decoded.protocol < REDIS_BUS_PROTOCOL) this.markLegacy(peerId, now);
+      else this.forgetLegacy(peerId);
+    }
     try {
-      if (message.kind === 'snapshot') view.offer(message.snapshot, now);
+      if (message.kind === 'snapshot') this.offerFull(message.snapshot);
+      else if (message.kind === 'delta') this.applyDelta(message.delta);
       else if (message.kind === 'heartbeat' && view.heartbeat(message.peerId, message.version, now)) this.fetch(message.peerId);
       else if (message.kind === 'gone') view.gone(message.peerId, now);
       // hello and sync belong to the embedded bus
@@ -294,7 +399,76 @@ export class RedisBus implements Bus {
     }
   }
 
-  /** A heartbeat announced a version never received (a lost announcement): read that peer's key. */
+  private offerFull(snapshot: WireSnapshot): void {
+    if (snapshot.ownerId === this.options.peerId) return;
+    const newer = this.chains.full(snapshot);
+    if (newer !== undefined) this.view?.offer(newer, performance.now());
+  }
+
+  /** A delta from the channel: applied when it follows the version held; a gap resyncs that peer. */
+  private applyDelta(delta: WireDelta): void {
+    const peerId = delta.ownerId;
+    if (peerId === this.options.peerId || this.view?.hasLeft(peerId) === true) return;
+    if (this.fetching.has(peerId)) {
+      this.buffer(delta);
+      return;
+    }
+    const outcome = this.chains.delta(delta);
+    if (outcome.result === 'applied') this.view?.offer(outcome.snapshot, performance.now());
+    else if (outcome.result === 'gap') {
+      this.log.debug({ peerId, held: outcome.held, from: delta.from, to: delta.to }, 'delta does not follow the version held: resyncing that peer');
+      this.buffer(delta);
+      this.fetch(peerId);
+    }
+  }
+
+  /** A peer of protocol 1 heard: named in the log (once per minute) and counted; this node speaks its way while it lives. */
+  private markLegacy(peerId: string, nowMs: number): void {
+    if (peerId === this.options.peerId || this.view?.hasLeft(peerId) === true) return;
+    const known = this.legacy.has(peerId);
+    this.legacy.set(peerId, nowMs);
+    if (known) return;
+    this.legacyObserver?.(peerId);
+    this.throttle.warn(
+      `legacy:${peerId}`,
+      { code: 'BUS_VERSION', peerId, protocol: 1 },
+      'peer speaks bus protocol 1 (a node of the previous build): publishing full snapshots and a heartbeat every interval while it is in the cluster',
+    );
+    // Its reload read only our checkpoint, not the deltas since: our whole state again, now.
+    this.needFull = true;
+    if (this.written !== undefined && this.pending === undefined) {
+      this.pending = this.written;
+      this.scheduleFlush();
+    }
+  }
+
+  private forgetLegacy(peerId: string): void {
+    if (this.legacy.delete(peerId) && this.legacy.size === 0) {
+      this.log.info({ peerId }, 'no peer of bus protocol 1 left: publishing deltas again');
+    }
+  }
+
+  private buffer(delta: WireDelta): void {
+    const held = this.buffered.get(delta.ownerId) ?? [];
+    if (held.length < BUFFER_PER_PEER) held.push(delta);
+    this.buffered.set(delta.ownerId, held);
+  }
+
+  /** A peer's checkpoint and log (a reload or a resync), then the deltas buffered meanwhile, as one chain. */
+  private applyStored(stored: StoredChain): void {
+    if (stored.peerId === this.options.peerId || stored.checkpoint === undefined) return;
+    if (stored.protocol < REDIS_BUS_PROTOCOL) this.markLegacy(stored.peerId, performance.now());
+    let newest = this.chains.full(stored.checkpoint);
+    const buffered = this.buffered.get(stored.peerId) ?? [];
+    this.buffered.delete(stored.peerId);
+    for (const delta of [...stored.log, ...buffered.sort((a, b) => a.from - b.from)]) {
+      const outcome = this.chains.delta(delta);
+      if (outcome.result === 'applied') newest = outcome.snapshot;
+    }
+    if (newest !== undefined) this.view?.offer(newest, performance.now());
+  }
+
+  /** Resync one peer (a gap, a join we missed, a heartbeat announcing a version not held): checkpoint + log. */
   private fetch(peerId: string): void {
     const cmd = this.cmd;
     if (this.fetching.has(peerId) || cmd?.status !== 'ready') return;
@@ -302,8 +476,10 @@ export class RedisBus implements Bus {
     this.store
       .read(cmd, peerId)
       .then(
-        (snapshot) => {
-          if (snapshot !== undefined && this.state !== 'closed') this.view?.offer(snapshot, performance.now());
+        (stored) => {
+          if (this.state === 'closed') return;
+          this.fetching.delete(peerId);
+          this.applyStored(stored);
         },
         (err: unknown) => this.throttle.warn('fetch', { err, peerId }, 'redis peer key fetch failed'),
       )
@@ -332,6 +508,10 @@ export class RedisBus implements Bus {
     void this.close();
     waiter.reject(error);
   }
+}
+
+function isEmpty(delta: WireDelta): boolean {
+  return delta.endpoint === undefined && Object.keys(delta.set).length === 0 && Object.keys(delta.del).length === 0;
 }
 
 function required<T>(value: T | undefined): T {

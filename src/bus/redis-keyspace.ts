@@ -1,11 +1,15 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { BusDecode } from './bus-messages.js';
+import type { BusDecode, BusMessage } from './bus-messages.js';
 import { decodeBusEnvelope } from './bus-messages.js';
+import { deltaAsSnapshot } from './wire-delta.js';
 import { BUS_MAX_AGE_MS, ReplayGuard } from './replay-guard.js';
 import { checkSnapshot } from './snapshot-check.js';
 
 /** How a message read from Redis is checked: `channel` messages must be fresh and new; `stored` peer keys (rewritten only on change) need not. */
 export type Received = 'channel' | 'stored';
+
+/** A decoded message and the Redis bus protocol its writer speaks (`p` of the envelope; none: 1). */
+export type KeyspaceDecode = { ok: true; message: BusMessage; protocol: number } | Extract<BusDecode, { ok: false }>;
 
 /** `<sender>:<seq>:<ms>` (seal()). */
 const STAMP = /^([A-Za-z0-9_-]{1,64}):(\d{1,15}):(\d{1,15})$/;
@@ -20,6 +24,8 @@ const GLOB_SPECIAL = /[\\*?[\]^]/g;
 export class RedisKeyspace {
   readonly channel: string;
   readonly peerPattern: string;
+  /** The sorted set of peers by their last lease refresh (Redis server time): liveness in O(peers). */
+  readonly aliveKey: string;
   private readonly peerPrefix: string;
   /** This process's sender id in stamps (random: a restarted process is a new sender). */
   private readonly sender = randomBytes(9).toString('base64url');
@@ -34,6 +40,12 @@ export class RedisKeyspace {
     this.channel = `${cluster}:bus`;
     this.peerPrefix = `${cluster}:peer:`;
     this.peerPattern = `${this.peerPrefix.replace(GLOB_SPECIAL, (c) => `\\${c}`)}*`;
+    this.aliveKey = `${cluster}:alive`;
+  }
+
+  /** A peer's deltas since its checkpoint (a list of sealed delta messages). */
+  logKey(peerId: string): string {
+    return `${this.cluster}:log:${peerId}`;
   }
 
   peerKey(peerId: string): string {
@@ -69,7 +81,7 @@ export class RedisKeyspace {
     return createHmac('sha256', this.secret).update(stamp).update('.').update(json).digest('base64url');
   }
 
-  decode(text: string, received: Received = 'channel', nowMs = Date.now()): BusDecode {
+  decode(text: string, received: Received = 'channel', nowMs = Date.now()): KeyspaceDecode {
     const first = text.indexOf('.');
     const second = first === -1 ? -1 : text.indexOf('.', first + 1);
     const stamp = second === -1 ? '' : text.slice(first + 1, second);
@@ -96,10 +108,17 @@ export class RedisKeyspace {
       return { ok: false, code: 'BUS_MALFORMED', reason: 'not JSON' };
     }
     const decoded = decodeBusEnvelope(raw, this.cluster);
-    if (decoded.ok && decoded.message.kind === 'snapshot') {
-      const checked = checkSnapshot(decoded.message.snapshot, false);
+    if (!decoded.ok) return decoded;
+    const message = decoded.message;
+    if (message.kind === 'snapshot') {
+      const checked = checkSnapshot(message.snapshot, false);
       if (!checked.ok) return { ok: false, code: 'BUS_MALFORMED', reason: `malformed snapshot: ${checked.reason}` };
+    } else if (message.kind === 'delta') {
+      // Only the records the delta carries are checked (each once: snapshot-check.ts caches per record).
+      const checked = checkSnapshot(deltaAsSnapshot(message.delta), false);
+      if (!checked.ok) return { ok: false, code: 'BUS_MALFORMED', reason: `malformed delta: ${checked.reason}` };
     }
-    return decoded;
+    const protocol = (raw as { p?: unknown }).p;
+    return { ok: true, message, protocol: typeof protocol === 'number' ? protocol : 1 };
   }
 }

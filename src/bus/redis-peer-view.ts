@@ -29,6 +29,18 @@ export class RedisPeerView {
     return this.peers.size;
   }
 
+  /** Whether this peer said `gone` (recently): nothing of it is applied. */
+  hasLeft(peerId: string): boolean {
+    return this.departed.has(peerId);
+  }
+
+  /** The liveness check found this peer's lease lapsed (bus protocol 2): removed. */
+  expire(peerId: string): boolean {
+    if (!this.peers.has(peerId)) return false;
+    this.remove(peerId);
+    return true;
+  }
+
   /** A snapshot from the channel, a heartbeat repair or a reload: delivered only when newer. */
   offer(snapshot: WireSnapshot, nowMs: number): void {
     const peerId = snapshot.ownerId;

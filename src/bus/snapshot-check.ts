@@ -24,7 +24,36 @@ const isObject = isPlainObject;
 const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0;
 const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 
+/**
+ * Checked records by the wire object they came from. A receiver of deltas hands the table the same
+ * record objects again on every change of a peer (wire-delta.ts): each is checked — its route pattern
+ * parsed — once, not once per change. Wire objects are never mutated after they are parsed.
+ */
+const checkedFunctions = new WeakMap<object, FunctionRecord | string>();
+const checkedTriggers = [new WeakMap<object, TriggerRecord | string>(), new WeakMap<object, TriggerRecord | string>()] as const;
+
 function checkFunction(v: unknown): FunctionRecord | string {
+  if (!isObject(v)) return checkFunctionOnce(v);
+  let checked = checkedFunctions.get(v);
+  if (checked === undefined) {
+    checked = checkFunctionOnce(v);
+    checkedFunctions.set(v, checked);
+  }
+  return checked;
+}
+
+function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord | string {
+  if (!isObject(v)) return checkTriggerOnce(v, ignoreTrailingSlash);
+  const cache = checkedTriggers[ignoreTrailingSlash ? 1 : 0];
+  let checked = cache.get(v);
+  if (checked === undefined) {
+    checked = checkTriggerOnce(v, ignoreTrailingSlash);
+    cache.set(v, checked);
+  }
+  return checked;
+}
+
+function checkFunctionOnce(v: unknown): FunctionRecord | string {
   if (!isObject(v) || !isText(v.id) || typeof v.workerId !== 'string') return 'function needs id and workerId';
   const record: FunctionRecord = { id: v.id, workerId: v.workerId };
   if (typeof v.description === 'string') record.description = v.description;
@@ -96,7 +125,7 @@ function plainConfig(v: Obj): { type: string; config: Obj } | string {
   return `unknown trigger type ${JSON.stringify(v.type)}`;
 }
 
-function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord | string {
+function checkTriggerOnce(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord | string {
   if (!isObject(v) || !isText(v.id) || !isText(v.functionId) || typeof v.workerId !== 'string') {
     return 'trigger needs id, functionId and workerId';
   }

@@ -48,6 +48,7 @@ export class EngineMetrics {
   private readonly workerRefusals: Counter<'reason'>;
   private readonly routeConflicts: Counter<'kind'>;
   private readonly busRefusals: Counter<'reason'>;
+  private readonly busLegacyPeers: Counter<'peer'>;
   private readonly graceWaits: Histogram<'outcome'>;
   private readonly middleware: Histogram<'phase' | 'outcome'>;
   private readonly streams: Counter<'outcome'>;
@@ -122,6 +123,12 @@ export class EngineMetrics {
       name: 'switchyard_worker_limit_hits_total',
       help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes) and connections refused by an auth function (auth_refused)',
       labelNames: ['reason'],
+      registers,
+    });
+    this.busLegacyPeers = new Counter({
+      name: 'switchyard_bus_legacy_peers_total',
+      help: 'Peers found speaking Redis bus protocol 1 (the previous build), by peer id: while one is live this node publishes full snapshots (docs/scale.md)',
+      labelNames: ['peer'],
       registers,
     });
     this.busRefusals = new Counter({
@@ -293,6 +300,11 @@ export class EngineMetrics {
   /** A refused bus message, by its code (`BUS_STALE` → `stale`). */
   busRefused(code: string): void {
     this.busRefusals.inc({ reason: code.replace(/^BUS_/, '').toLowerCase() });
+  }
+
+  /** A peer of the previous bus protocol was found (docs/scale.md#mixed-versions). */
+  busLegacyPeer(peerId: string): void {
+    this.busLegacyPeers.inc({ peer: peerId });
   }
 
   registrationConflict(kind: 'route' | 'function'): void {

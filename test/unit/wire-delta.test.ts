@@ -1,0 +1,149 @@
+// Bus protocol 2 (docs/scale.md): a peer's change travels as a delta on its version chain; a receiver
+// applies what follows the version it holds, ignores duplicates, and resyncs on a gap.
+import { describe, expect, it } from 'vitest';
+import { checkSnapshot } from '../../src/bus/snapshot-check.js';
+import type { WireDelta } from '../../src/bus/wire-delta.js';
+import { PeerChains, diffSnapshots, isDelta } from '../../src/bus/wire-delta.js';
+import type { WireSnapshot, WireTrigger } from '../../src/bus/wire-snapshot.js';
+
+const route = (i: number, workerId = 'w1', apiPath = `/items/${i}`): WireTrigger => ({
+  id: `t${i}`,
+  functionId: 'app::fn',
+  workerId,
+  registeredAt: 1700000000000 + i,
+  seq: i,
+  type: 'http',
+  http: { apiPath, httpMethod: 'GET' },
+});
+
+function snapshot(ownerId: string, version: number, routes: number, extra: WireTrigger[] = []): WireSnapshot {
+  return {
+    ownerId,
+    version,
+    functions: [{ id: 'app::fn', workerId: 'w1' }],
+    triggers: [...Array.from({ length: routes }, (_, i) => route(i)), ...extra],
+    endpoint: { nodeId: 'a', host: '127.0.0.1', port: 4100 },
+    workers: [{ id: 'w1', connectedAt: 1700000000000 }],
+  };
+}
+
+const routesOf = (s: WireSnapshot | undefined): string[] => (s?.triggers ?? []).map((t) => t.id).sort();
+const wire = (delta: WireDelta): WireDelta => JSON.parse(JSON.stringify(delta)) as WireDelta;
+
+describe('diffSnapshots', () => {
+  it('carries only what changed: one added route is the same delta whatever the table size', () => {
+    const sizes = [100, 10_000].map((r) => {
+      const before = snapshot('a/0/x', 1, r);
+      const after = snapshot('a/0/x', 2, r, [route(r)]);
+      const delta = diffSnapshots(before, after);
+      expect(delta?.set).toEqual({ triggers: [route(r)] });
+      expect(delta?.del).toEqual({});
+      return JSON.stringify({ ...delta, set: { triggers: [{ ...route(0) }] } }).length;
+    });
+    expect(sizes[0]).toBe(sizes[1]);
+  });
+
+  it('names removed records by key, changed ones in full, and an endpoint only when it changed', () => {
+    const before = snapshot('a/0/x', 1, 3);
+    const after: WireSnapshot = { ...snapshot('a/0/x', 2, 2), triggers: [route(0), route(1, 'w1', '/moved')] };
+    const delta = diffSnapshots(before, after);
+    expect(delta?.del).toEqual({ triggers: ['w1\nt2'] });
+    expect(delta?.set.triggers?.map((t) => t.id)).toEqual(['t1']);
+    expect(delta?.endpoint).toBeUndefined();
+    expect(diffSnapshots(before, { ...after, endpoint: undefined })?.endpoint).toBeNull();
+  });
+
+  it('gives up (a full snapshot goes instead) when one worker lists the same id twice', () => {
+    expect(diffSnapshots(snapshot('a/0/x', 1, 1), snapshot('a/0/x', 2, 1, [route(0)]))).toBeUndefined();
+  });
+
+  it('tells the same id registered by two workers apart', () => {
+    const delta = diffSnapshots(snapshot('a/0/x', 1, 1), snapshot('a/0/x', 2, 1, [route(0, 'w2')]));
+    expect(delta?.set.triggers).toEqual([route(0, 'w2')]);
+  });
+});
+
+describe('isDelta', () => {
+  it('refuses a delta that does not move forward, or whose removals are not keys', () => {
+    const good = { ownerId: 'a/0/x', from: 1, to: 2, set: {}, del: {} };
+    expect(isDelta(good)).toBe(true);
+    expect(isDelta({ ...good, to: 1 })).toBe(false);
+    expect(isDelta({ ...good, from: Number.NaN })).toBe(false);
+    expect(isDelta({ ...good, del: { triggers: [1] } })).toBe(false);
+    expect(isDelta({ ...good, set: { triggers: 'all' } })).toBe(false);
+    expect(isDelta({ ...good, ownerId: '' })).toBe(false);
+  });
+});
+
+describe('PeerChains', () => {
+  const v1 = snapshot('a/0/x', 1, 2);
+  const v2 = snapshot('a/0/x', 2, 3);
+  const v3 = snapshot('a/0/x', 3, 4);
+  const d12 = wire(diffSnapshots(v1, v2) as WireDelta);
+  const d23 = wire(diffSnapshots(v2, v3) as WireDelta);
+
+  it('applies a chain and hands out a snapshot that checks and matches the sender', () => {
+    const chains = new PeerChains();
+    expect(chains.full(v1)).toBe(v1);
+    const applied = chains.delta(d12);
+    expect(applied.result).toBe('applied');
+    if (applied.result !== 'applied') return;
+    expect(routesOf(applied.snapshot)).toEqual(routesOf(v2));
+    expect(applied.snapshot.version).toBe(2);
+    expect(applied.snapshot.endpoint).toEqual(v2.endpoint);
+    expect(checkSnapshot(applied.snapshot, false).ok).toBe(true);
+  });
+
+  it('ignores a duplicate (the same delta twice, or one older than a checkpoint held)', () => {
+    const chains = new PeerChains();
+    chains.full(v1);
+    expect(chains.delta(d12).result).toBe('applied');
+    expect(chains.delta(d12)).toEqual({ result: 'duplicate' });
+    const later = new PeerChains();
+    later.full(v3);
+    expect(later.delta(d12)).toEqual({ result: 'duplicate' });
+    expect(later.version('a/0/x')).toBe(3);
+  });
+
+  it('reports a gap without applying anything, and resyncs from a checkpoint', () => {
+    const chains = new PeerChains();
+    chains.full(v1);
+    expect(chains.delta(d23)).toEqual({ result: 'gap', held: 1 });
+    expect(chains.version('a/0/x')).toBe(1);
+    // The resync: a newer checkpoint replaces the chain; the next delta follows it.
+    expect(chains.full(v2)).toBe(v2);
+    const applied = chains.delta(d23);
+    expect(applied.result === 'applied' && routesOf(applied.snapshot)).toEqual(routesOf(v3));
+  });
+
+  it('handles a reorder: the later delta is a gap, the earlier applies, then the later does', () => {
+    const chains = new PeerChains();
+    chains.full(v1);
+    expect(chains.delta(d23).result).toBe('gap');
+    expect(chains.delta(d12).result).toBe('applied');
+    const applied = chains.delta(d23);
+    expect(applied.result === 'applied' && applied.snapshot.version).toBe(3);
+  });
+
+  it('treats a restarted peer (a new epoch in its id) as unknown until its own snapshot arrives', () => {
+    const chains = new PeerChains();
+    chains.full(v3);
+    const restarted = snapshot('a/0/y', 1, 1);
+    const next = wire(diffSnapshots(restarted, snapshot('a/0/y', 2, 2)) as WireDelta);
+    // Its versions start again: nothing held for the new incarnation, so its first delta is a gap.
+    expect(chains.delta(next)).toEqual({ result: 'gap', held: undefined });
+    expect(chains.full(restarted)).toBe(restarted);
+    expect(chains.delta(next).result).toBe('applied');
+    // The earlier incarnation's chain is untouched until the membership drops it.
+    expect(chains.version('a/0/x')).toBe(3);
+    chains.drop('a/0/x');
+    expect(chains.version('a/0/x')).toBeUndefined();
+  });
+
+  it('refuses a full snapshot not newer than the one held', () => {
+    const chains = new PeerChains();
+    chains.full(v2);
+    expect(chains.full(v1)).toBeUndefined();
+    expect(chains.full(v2)).toBeUndefined();
+  });
+});
