@@ -129,7 +129,7 @@ describe('docker-compose.yml\'s topology without Docker: nginx, 3 Redis-mode eng
     await nginx?.stop();
     for (const engine of engines) await engine.stop();
     await redis?.stop();
-  });
+  }, 90_000);
 
   /** nginx's access log lines (deploy/nginx.conf's `switchyard` format). */
   const accessLog = () => readFileSync(join(nginx.dir, 'access.log'), 'utf8').split('\n').filter(Boolean);
@@ -161,7 +161,7 @@ describe('docker-compose.yml\'s topology without Docker: nginx, 3 Redis-mode eng
     for (let n = 1; n <= 12; n++) expect(lines.some((l) => l.includes(`rid=compose-${n} `))).toBe(true);
     const upstreams = new Set(lines.map((l) => /upstream=(\S+)/.exec(l)?.[1]));
     expect([...upstreams].sort()).toEqual(engines.map((e) => `127.0.0.1:${e.ports.http}`).sort());
-  });
+  }, 60_000);
 
   it('Prometheus, on the shipped config, sees all three engines up and both workers, with the shipped rules loaded', async () => {
     type Target = { health: string; scrapeUrl: string; labels: { job: string } };
@@ -183,5 +183,5 @@ describe('docker-compose.yml\'s topology without Docker: nginx, 3 Redis-mode eng
     }
     const rules = ((await (await fetch(`${prometheus.url}/api/v1/rules`)).json()) as { data: { groups: { rules: { name: string }[] }[] } }).data.groups.flatMap((g) => g.rules);
     expect(rules.map((r) => r.name).sort()).toEqual([...read('deploy/prometheus/alerts.yml').matchAll(/- alert: (\w+)/g)].map((m) => m[1]).sort());
-  });
+  }, 120_000);
 });

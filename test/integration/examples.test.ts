@@ -341,7 +341,7 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     await Promise.all(running2.map((p) => stopDocumented(p)));
     await engine?.stop();
     rmSync(scratch, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   /** Replays `curlLine` of `block` once the route answers (a person waits for the worker to start), and checks the output shown under it. */
   async function curlAsShown(block: string, curlLine: string, ready: (status: number) => boolean = (s) => s !== 404) {
@@ -360,7 +360,7 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     const worker = runDocumented(command, ROOT, engine.workerUrl);
     await curlAsShown(block!, curl);
     await stopDocumented(worker);
-  });
+  }, 60_000);
 
   it('examples/README.md, middleware-worker.mjs: 401 with WWW-Authenticate: Bearer, the profile with the token, the onResponse line', async () => {
     const [block, logBlock] = [docBlocks(EXAMPLES_README, 'middleware-worker.mjs', 'sh')[0]!, docBlocks(EXAMPLES_README, 'middleware-worker.mjs', 'json')[0]!];
@@ -379,7 +379,7 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     expect(Object.keys(printed)).toEqual(Object.keys(shown));
     expect(printed).toMatchObject({ msg: shown.msg, method: shown.method, path: shown.path, status: shown.status });
     await stopDocumented(worker);
-  });
+  }, 60_000);
 
   it('examples/README.md, replicated-worker.mjs: two copies, the loop\'s answers name them and echo n', async () => {
     const block = docBlocks(EXAMPLES_README, 'replicated-worker.mjs', 'sh')[0]!;
@@ -409,7 +409,7 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     }
     expect([...answered].sort()).toEqual(['a', 'b']);
     await Promise.all(copies.map((p) => stopDocumented(p)));
-  });
+  }, 60_000);
 
   it('README.md, "A worker in 20 lines": saved as its first line says, run, answers as shown', async () => {
     const [js] = docBlocks(README, 'A worker in 20 lines', 'js');
@@ -421,7 +421,7 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     const worker = runDocumented(command, scratch, engine.workerUrl);
     await curlAsShown(sh!, curl);
     await stopDocumented(worker);
-  });
+  }, 60_000);
 
   it('README.md, the SSE route: saved as its first line says, run, the events arrive one by one as shown', async () => {
     const [js] = docBlocks(README, 'Streaming: an SSE route', 'js');
@@ -438,5 +438,5 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     expect(chunkTimes.length).toBeGreaterThan(1);
     expect(chunkTimes.at(-1)! - chunkTimes[0]!).toBeGreaterThan(400);
     await stopDocumented(worker);
-  });
+  }, 60_000);
 });

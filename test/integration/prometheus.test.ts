@@ -63,7 +63,7 @@ describe('Prometheus scraping a 3-engine, 2-worker Redis-mode cluster (deploy/pr
     await stopAll(...workers, ...engines);
     await redis?.stop();
     rmSync(RULES_DIR, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   type Alert = { labels: { alertname: string; route?: string }; state: string };
   const alerts = async (): Promise<Alert[]> => ((await (await fetch(`${prometheus.url}/api/v1/alerts`)).json()) as { data: { alerts: Alert[] } }).data.alerts;
@@ -96,7 +96,7 @@ describe('Prometheus scraping a 3-engine, 2-worker Redis-mode cluster (deploy/pr
     expect(await value('min(switchyard_bus_in_sync)')).toBe('1');
     // Several evaluations with that data: every rule healthy, no alert pending or firing.
     await silentFor(5000);
-  });
+  }, 120_000);
 
   it('answers the request rate per route (through every engine), and every dashboard query', async () => {
     const rate = 'sum by (route) (rate(switchyard_http_requests_total[10s]))';
@@ -117,7 +117,7 @@ describe('Prometheus scraping a 3-engine, 2-worker Redis-mode cluster (deploy/pr
         expect({ panel: panel.title, status: answer.status, error: answer.error }).toEqual({ panel: panel.title, status: 'success', error: undefined });
       }
     }
-  });
+  }, 60_000);
 
   it('one of two workers leaving is not an alert; the last one leaving fires SwitchyardRouteUnserved and SwitchyardNoWorkers', async () => {
     const [first, last] = workers as [WorkerHandle, WorkerHandle];
@@ -138,5 +138,5 @@ describe('Prometheus scraping a 3-engine, 2-worker Redis-mode cluster (deploy/pr
     // Redis is up the whole time: the bus alert stays silent, and only the worker alerts fire.
     const names = new Set((await alerts()).map((a) => a.labels.alertname));
     expect([...names].sort()).toEqual(['SwitchyardNoWorkers', 'SwitchyardRouteUnserved']);
-  });
+  }, 150_000);
 });
