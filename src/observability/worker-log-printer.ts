@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { ObservabilityConfig } from '../config/types.js';
 import { isPlainObject } from '../values.js';
+import type { TelemetrySource } from '../workers/telemetry-intake.js';
 import type { TelemetryKind } from './otlp-relay.js';
 
 type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
@@ -45,11 +46,18 @@ const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
  * iii-sdk's `Logger` emits) as lines of the engine's own log, at each record's level, with its service,
  * the function that logged (the Logger's `service.name` attribute), its trace and span ids and its data —
  * as iii 0.22.1 prints them (`logs_console_output`, on by default; engine/src/workers/observability/otel.rs).
+ * Also with the worker's id (`workerId`, as on `engine::log::*` lines) once the socket's sender has
+ * named it: the telemetry socket is not the worker's, and iii-sdk names its worker only in its metrics
+ * (the worker gauges' `worker.id` attribute, first exported one metrics interval after it connects).
  */
 export class WorkerLogPrinter {
   constructor(private readonly logger: Logger) {}
 
-  accept(kind: TelemetryKind, json: Buffer): boolean {
+  accept(kind: TelemetryKind, json: Buffer, source?: TelemetrySource): boolean {
+    if (kind === 'metrics') {
+      if (source !== undefined && source.workerId === undefined) learnWorkerId(json, source);
+      return false;
+    }
     if (kind !== 'logs') return false;
     let request: unknown;
     try {
@@ -65,16 +73,17 @@ export class WorkerLogPrinter {
       for (const scopeLogs of list(resourceLogs.scopeLogs)) {
         if (!isPlainObject(scopeLogs)) continue;
         for (const record of list(scopeLogs.logRecords)) {
-          if (isPlainObject(record)) this.print(record, resource);
+          if (isPlainObject(record)) this.print(record, resource, source?.workerId);
         }
       }
     }
     return true;
   }
 
-  private print(record: Record<string, unknown>, resource: Record<string, unknown>): void {
+  private print(record: Record<string, unknown>, resource: Record<string, unknown>, workerId: string | undefined): void {
     const attrs = attributes(record.attributes);
     const fields: Record<string, unknown> = { service: resource['service.name'] };
+    if (workerId !== undefined) fields.workerId = workerId;
     if (resource['service.instance.id'] !== undefined) fields.serviceInstanceId = resource['service.instance.id'];
     if (attrs['service.name'] !== undefined) fields.function = attrs['service.name'];
     const traceId = nonZero(record.traceId) ?? nonZero(attrs.trace_id);
@@ -87,6 +96,39 @@ export class WorkerLogPrinter {
   }
 }
 
+const WORKER_ID_KEY = Buffer.from('"worker.id"');
+
+/** The `worker.id` attribute of any data point of an OTLP JSON metrics frame, kept on the socket's source. */
+function learnWorkerId(json: Buffer, source: TelemetrySource): void {
+  if (json.indexOf(WORKER_ID_KEY) === -1) return;
+  let request: unknown;
+  try {
+    request = JSON.parse(json.toString('utf8'));
+  } catch {
+    return;
+  }
+  if (!isPlainObject(request)) return;
+  for (const resourceMetrics of list(request.resourceMetrics)) {
+    if (!isPlainObject(resourceMetrics)) continue;
+    for (const scopeMetrics of list(resourceMetrics.scopeMetrics)) {
+      if (!isPlainObject(scopeMetrics)) continue;
+      for (const metric of list(scopeMetrics.metrics)) {
+        if (!isPlainObject(metric)) continue;
+        for (const data of [metric.gauge, metric.sum, metric.histogram]) {
+          if (!isPlainObject(data)) continue;
+          for (const point of list(data.dataPoints)) {
+            const id = isPlainObject(point) ? attributes(point.attributes)['worker.id'] : undefined;
+            if (typeof id === 'string' && id !== '' && id.length <= 256) {
+              source.workerId = id;
+              return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 function nonZero(id: unknown): string | undefined {
   return typeof id === 'string' && id !== '' && !/^0+$/.test(id) ? id : undefined;
 }
@@ -96,12 +138,14 @@ export function printsWorkerLogs(config: ObservabilityConfig): boolean {
   return config.enabled !== false && config.logs_enabled !== false && config.logs_console_output !== false;
 }
 
+type TelemetrySinkLike = { accept(kind: TelemetryKind, json: Buffer, source?: TelemetrySource): boolean };
+
 /** Several sinks for the telemetry intake: a frame is taken when any of them takes it. */
-export function teeSinks(sinks: readonly { accept(kind: TelemetryKind, json: Buffer): boolean }[]): { accept(kind: TelemetryKind, json: Buffer): boolean } {
+export function teeSinks(sinks: readonly TelemetrySinkLike[]): TelemetrySinkLike {
   return {
-    accept(kind, json) {
+    accept(kind, json, source) {
       let taken = false;
-      for (const sink of sinks) taken = sink.accept(kind, json) || taken;
+      for (const sink of sinks) taken = sink.accept(kind, json, source) || taken;
       return taken;
     },
   };

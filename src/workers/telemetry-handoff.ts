@@ -42,5 +42,5 @@ export function handOverTelemetrySocket(
     return;
   }
   intake.attach(ws, raw);
-  intake.receive(frame);
+  intake.receive(ws, frame);
 }

@@ -14,9 +14,15 @@ import type { TelemetryKind } from '../observability/otlp-relay.js';
 /** The three kinds of OTLP data a worker sends (defined with the relay that exports them). */
 export type { TelemetryKind };
 
+/** One telemetry socket as the sinks see it: what its sender has told about itself so far. */
+export interface TelemetrySource {
+  /** The worker id the sender's own metrics name (iii-sdk's worker gauges carry `worker.id`), once seen. */
+  workerId?: string;
+}
+
 /** Where decoded frames go: `true` if taken, `false` if its queue is full (counted as dropped). */
 export interface TelemetrySink {
-  accept(kind: TelemetryKind, json: Buffer): boolean;
+  accept(kind: TelemetryKind, json: Buffer, source?: TelemetrySource): boolean;
 }
 
 export type TelemetryOutcome = 'accepted' | 'dropped' | 'malformed';
@@ -48,10 +54,12 @@ interface TelemetrySocket {
   raw: Duplex;
   silentTicks: number;
   paused: boolean;
+  source: TelemetrySource;
 }
 
 export class TelemetryIntake {
   private readonly sockets = new Set<TelemetrySocket>();
+  private readonly byWs = new WeakMap<WebSocket, TelemetrySocket>();
   private tokens = BURST_BYTES;
   private refilledAt = Date.now();
   private resumeTimer: NodeJS.Timeout | undefined;
@@ -68,14 +76,15 @@ export class TelemetryIntake {
 
   /** Takes an accepted (and authenticated) /otel socket. */
   attach(ws: WebSocket, raw: Duplex): void {
-    const entry: TelemetrySocket = { ws, raw, silentTicks: 0, paused: false };
+    const entry: TelemetrySocket = { ws, raw, silentTicks: 0, paused: false, source: {} };
     this.sockets.add(entry);
+    this.byWs.set(ws, entry);
     // Counted as they arrive, before `ws` assembles them into frames: past the budget the socket is
     // paused, so a flood waits in TCP buffers rather than in this process.
     raw.on('data', (chunk: Buffer) => this.charge(entry, chunk.length));
     ws.on('message', (data: WebSocket.RawData, isBinary: boolean) => {
       entry.silentTicks = 0;
-      this.frame(data, isBinary);
+      this.frame(entry.source, data, isBinary);
     });
     ws.on('pong', () => {
       entry.silentTicks = 0;
@@ -101,9 +110,9 @@ export class TelemetryIntake {
     }
   }
 
-  /** A frame read before the socket was attached (a telemetry socket that first looked like a worker). */
-  receive(data: WebSocket.RawData): void {
-    this.frame(data, true);
+  /** A frame of `ws` read before it was attached (a telemetry socket that first looked like a worker). */
+  receive(ws: WebSocket, data: WebSocket.RawData): void {
+    this.frame(this.byWs.get(ws)?.source ?? {}, data, true);
   }
 
   close(code: number, reason: string): void {
@@ -111,14 +120,14 @@ export class TelemetryIntake {
     for (const entry of this.sockets) entry.ws.close(code, reason);
   }
 
-  private frame(data: WebSocket.RawData, isBinary: boolean): void {
+  private frame(source: TelemetrySource, data: WebSocket.RawData, isBinary: boolean): void {
     const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     const kind = isBinary ? telemetryKindOf(bytes) : undefined;
     if (kind === undefined) {
       this.counters?.telemetryFrame('unknown', 'malformed', bytes.length);
       return;
     }
-    const taken = this.sink?.accept(kind, bytes.subarray(4)) ?? false;
+    const taken = this.sink?.accept(kind, bytes.subarray(4), source) ?? false;
     this.counters?.telemetryFrame(kind, taken ? 'accepted' : 'dropped', bytes.length);
   }
 

@@ -218,7 +218,7 @@ export class WorkerServer {
     for (const [index, frame] of early.entries()) {
       if (!this.accepted.has(connection)) {
         // It became a telemetry socket on an earlier frame: the rest are telemetry too.
-        for (const rest of early.slice(index)) this.telemetry.receive(rest);
+        for (const rest of early.slice(index)) this.telemetry.receive(ws, rest);
         return;
       }
       connection.receive(frame);

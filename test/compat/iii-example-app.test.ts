@@ -60,6 +60,20 @@ describe('an app written like iii-example, on a two-process engine', () => {
     expect(line?.trace_id).toMatch(/^[0-9a-f]{32}$/);
     expect(line?.span_id).toMatch(/^[0-9a-f]{16}$/);
 
+    // With the worker's id, once the SDK's metrics (its worker gauges carry worker.id) have named it
+    // on the telemetry socket: the first export comes one metrics interval after it connects.
+    const workers = (await http(`${engine.adminUrl}/workers`)).json<{ id: string; name?: string }[]>();
+    const appId = workers.find((w) => w.name === 'iii-example-app')?.id;
+    expect(appId).toBeDefined();
+    let named: Record<string, unknown> | undefined;
+    for (let i = 0; named === undefined && i < 30; i++) {
+      await http(url, { ...init, body: `{"description":"named ${i}"}` });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      named = engineLines(engine, 'Creating new todo').find((l) => l.workerId !== undefined);
+    }
+    expect(named).toMatchObject({ level: 30, workerId: appId, function: 'api::post::todo' });
+    expect(named?.trace_id).toMatch(/^[0-9a-f]{32}$/);
+
     const bad = await http(url, { ...init, body: '{}' });
     expect(bad.status).toBe(400);
     await engine.stdout.waitFor((l) => l.includes('"Description is required"'), 15_000, 'the warning');

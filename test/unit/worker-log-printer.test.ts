@@ -53,10 +53,46 @@ describe('WorkerLogPrinter', () => {
     expect(printsWorkerLogs({ enabled: false })).toBe(false);
   });
 
+  it("prints the worker id once the socket's metrics have named it (iii-sdk's worker gauges carry worker.id)", async () => {
+    const { logger, lines } = capture();
+    const printer = new WorkerLogPrinter(logger);
+    const source: { workerId?: string } = {};
+    const log = (msg: string) => frame([{ severityNumber: 13, body: { stringValue: msg }, spanId: 'b7ad6b7169203331', traceId: '0af7651916cd43dd8448eb211c80319c' }]);
+    printer.accept('logs', log('before'), source);
+    const metrics = {
+      resourceMetrics: [
+        {
+          scopeMetrics: [
+            {
+              metrics: [
+                { name: 'other', sum: { dataPoints: [{ asDouble: 1 }] } },
+                { name: 'iii.worker.memory.rss', gauge: { dataPoints: [{ asInt: '1', attributes: [{ key: 'worker.id', value: { stringValue: 'w-42' } }] }] } },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    // Learning the id takes nothing: the frame is still the relay's to take or drop.
+    expect(printer.accept('metrics', Buffer.from(JSON.stringify(metrics)), source)).toBe(false);
+    printer.accept('logs', log('after'), source);
+    printer.accept('logs', log('other socket'), {});
+    await new Promise((r) => setImmediate(r));
+    expect(lines.map((l) => [l.msg, l.workerId, l.level, l.trace_id, l.span_id])).toEqual([
+      ['before', undefined, 40, '0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331'],
+      ['after', 'w-42', 40, '0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331'],
+      ['other socket', undefined, 40, '0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331'],
+    ]);
+  });
+
   it('teeSinks hands a frame to every sink', () => {
     const seen: string[] = [];
     const sink = teeSinks([{ accept: () => (seen.push('a'), false) }, { accept: () => (seen.push('b'), true) }]);
     expect(sink.accept('logs', Buffer.alloc(0))).toBe(true);
     expect(seen).toEqual(['a', 'b']);
+    const sources: unknown[] = [];
+    const source = { workerId: 'w' };
+    teeSinks([{ accept: (_k, _j, s) => (sources.push(s), false) }]).accept('logs', Buffer.alloc(0), source);
+    expect(sources).toEqual([source]);
   });
 });
