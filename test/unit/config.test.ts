@@ -325,6 +325,32 @@ describe('cluster module', () => {
     expect(parseConfig(withModule(CLUSTER, { redis_url: null })).cluster).toStrictEqual(DEFAULTS.cluster);
   });
 
+  it('passes redis_tls_ca_file on as redisTlsCaFile; empty means unset', () => {
+    const config = parseConfig(withModule(CLUSTER, { redis_url: 'rediss://r:6380', secret: 's', redis_tls_ca_file: '/etc/redis/ca.pem' }));
+    expect(config.cluster).toMatchObject({ redisUrl: 'rediss://r:6380', redisTlsCaFile: '/etc/redis/ca.pem' });
+    expect(parseConfig(withModule(CLUSTER, { redis_tls_ca_file: '' })).cluster).toStrictEqual(DEFAULTS.cluster);
+    expect(issuesOf(withModule(CLUSTER, { redis_tls_ca_file: 7 }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.redis_tls_ca_file`, message: 'expected a string, got 7' },
+    ]);
+  });
+
+  it('maps forward_tls to forwardTls with its three files, each required and non-empty', () => {
+    const files = { cert_file: '/tls/node.pem', key_file: '/tls/node.key', ca_file: '/tls/ca.pem' };
+    expect(parseConfig(withModule(CLUSTER, { forward_tls: files })).cluster.forwardTls).toStrictEqual({
+      certFile: '/tls/node.pem',
+      keyFile: '/tls/node.key',
+      caFile: '/tls/ca.pem',
+    });
+    expect(parseConfig(withModule(CLUSTER, {})).cluster.forwardTls).toBeUndefined();
+    expect(issuesOf(withModule(CLUSTER, { forward_tls: { cert_file: '/tls/node.pem', key_file: '' } }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.forward_tls.key_file`, message: 'must not be empty' },
+      { path: `modules[0](${CLUSTER}).config.forward_tls.ca_file`, message: 'is required' },
+    ]);
+    expect(issuesOf(withModule(CLUSTER, { forward_tls: { ...files, verify: false } }))).toEqual([
+      { path: `modules[0](${CLUSTER}).config.forward_tls.verify`, message: 'unknown key; allowed keys are cert_file, key_file, ca_file' },
+    ]);
+  });
+
   it('rejects a cluster name that cannot be a key prefix', () => {
     expect(issuesOf(withModule(CLUSTER, { name: 'a b' }))).toEqual([
       { path: `modules[0](${CLUSTER}).config.name`, message: 'must be 1-64 letters, digits, ".", "_" or "-"' },
