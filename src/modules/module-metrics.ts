@@ -1,8 +1,9 @@
 import { Counter } from 'prom-client';
 import type { Registry } from 'prom-client';
+import { BoundedLabels } from '../observability/bounded-labels.js';
 import type { TriggerDropReason } from './module.js';
 
-/** Codes kept as label values; others count as `other`, so a misbehaving caller cannot grow the registry. */
+/** Error codes kept as label values; later new ones count as `other`. */
 const MAX_CODES = 50;
 
 /**
@@ -13,7 +14,7 @@ export class ModuleMetrics {
   private readonly calls: Counter<'function' | 'outcome'>;
   private readonly triggers: Counter<'module' | 'outcome'>;
   private readonly drops: Counter<'module' | 'reason'>;
-  private readonly codes = new Set<string>();
+  private readonly codes = new BoundedLabels(MAX_CODES);
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -42,11 +43,7 @@ export class ModuleMetrics {
   }
 
   functionCall(functionId: string, outcome: string): void {
-    if (outcome !== 'ok' && !this.codes.has(outcome)) {
-      if (this.codes.size >= MAX_CODES) outcome = 'other';
-      else this.codes.add(outcome);
-    }
-    this.calls.inc({ function: functionId, outcome });
+    this.calls.inc({ function: functionId, outcome: outcome === 'ok' ? outcome : this.codes.label(outcome) });
   }
 
   triggerCall(module: string, ok: boolean): void {

@@ -1,4 +1,5 @@
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { BoundedLabels } from './bounded-labels.js';
 
 /**
  * The engine's Prometheus metrics (docs/operations.md#metrics). Each child keeps its own registry;
@@ -65,7 +66,7 @@ export class EngineMetrics {
   private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
   /** The table's route patterns at its last rebuild (retainRoutes); undefined until the first one. */
   private liveRoutes: ReadonlySet<string> | undefined;
-  private readonly errorCodes = new Set<string>();
+  private readonly errorCodes = new BoundedLabels(MAX_ERROR_CODES);
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -332,9 +333,7 @@ export class EngineMetrics {
 
   /** A worker's own codes are free text: past 100 distinct ones they count as `other` (bounded series). */
   errorReply(code: string): void {
-    const known = this.errorCodes.has(code) || this.errorCodes.size < MAX_ERROR_CODES;
-    if (known) this.errorCodes.add(code);
-    this.errorReplies.inc({ code: known ? code : 'other' });
+    this.errorReplies.inc({ code: this.errorCodes.label(code) });
   }
 
   spansExported(count: number): void {

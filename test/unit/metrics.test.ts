@@ -1,5 +1,7 @@
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { EngineMetrics } from '../../src/observability/metrics.js';
+import { ModuleMetrics } from '../../src/modules/module-metrics.js';
 
 const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
 
@@ -68,6 +70,23 @@ describe('EngineMetrics.errorReply', () => {
     expect(lines).toContain('switchyard_http_errors_total{code="TIMEOUT"} 2');
     expect(lines).toContain('switchyard_http_errors_total{code="other"} 51');
     expect(lines).toHaveLength(101);
+  });
+});
+
+describe('ModuleMetrics.functionCall', () => {
+  it('counts module function calls by outcome: ok always, error codes past 50 distinct ones as other', async () => {
+    const registry = new Registry();
+    const metrics = new ModuleMetrics(registry);
+    for (let i = 0; i < 3; i++) metrics.functionCall('state::get', 'ok');
+    for (let i = 0; i < 60; i++) metrics.functionCall('state::set', `code_${i}`);
+    metrics.functionCall('state::set', 'code_0');
+    metrics.functionCall('state::get', 'ok');
+    const lines = (await registry.metrics()).split('\n').filter((l) => l.startsWith('switchyard_module_function_calls_total{'));
+    expect(lines).toContain('switchyard_module_function_calls_total{function="state::get",outcome="ok"} 4');
+    expect(lines).toContain('switchyard_module_function_calls_total{function="state::set",outcome="code_0"} 2');
+    expect(lines).toContain('switchyard_module_function_calls_total{function="state::set",outcome="code_49"} 1');
+    expect(lines).toContain('switchyard_module_function_calls_total{function="state::set",outcome="other"} 10');
+    expect(lines).toHaveLength(52);
   });
 });
 
