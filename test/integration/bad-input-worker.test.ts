@@ -34,7 +34,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
-import { spawnManaged, startEngine } from '../support/processes.js';
+import { QUICK_GRACE_MS, spawnManaged, startEngine } from '../support/processes.js';
 import { RawWorker, UUID_V4 } from '../support/raw-worker.js';
 import { awaitLogLines, logLines, waitUntil } from '../support/logs.js';
 import { sampleRss } from '../support/proc.js';
@@ -162,7 +162,7 @@ describe('bad input from workers', () => {
   };
 
   beforeAll(async () => {
-    engine = await startEngine({ workers: { max_frame_bytes: MAX_FRAME_BYTES }, api: { default_timeout: 15_000 } });
+    engine = await startEngine({ workers: { max_frame_bytes: MAX_FRAME_BYTES, reconnect_grace_ms: QUICK_GRACE_MS }, api: { default_timeout: 15_000 } });
     childPid = (await http(`${engine.adminUrl}/readyz`)).json<{ children: { pid: number }[] }>().children[0]?.pid as number;
     bystander = await servingWorker('by::stander', '/bystander');
     bystanderId = await workerIdOf(bystander);
@@ -574,7 +574,7 @@ describe('worker token on the upgrade', () => {
   const sockets: RawWorker[] = [];
 
   beforeAll(async () => {
-    engine = await startEngine({ workers: { auth_token: 's3cret' } });
+    engine = await startEngine({ workers: { auth_token: 's3cret', reconnect_grace_ms: QUICK_GRACE_MS } });
     good = await RawWorker.connect(engine.workerUrl, { authorization: 'Bearer s3cret' });
     sockets.push(good);
     good.route('tok::good', 'GET', '/tok/good');

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http, waitForEveryProcess, waitForStatus } from '../support/http.js';
+import { waitUntil } from '../support/logs.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
@@ -96,14 +97,10 @@ describe('embedded cluster: processes: 2', () => {
   it('restarts a crashed child while the child owning the worker keeps serving', async () => {
     // Kill the child that does NOT own the worker socket: the route must stay servable throughout.
     type Child = { pid: number; workers: number };
-    const deadline0 = Date.now() + 5000;
-    let children = (await http(`${engine.adminUrl}/readyz`)).json().children as Child[];
+    let children: Child[] = [];
     // Earlier tests' workers may still be counted for a moment: wait until only ours is left.
     const settled = (list: Child[]) => list.reduce((sum, c) => sum + c.workers, 0) === 1;
-    while (!settled(children) && Date.now() < deadline0) {
-      await new Promise((r) => setTimeout(r, 50));
-      children = (await http(`${engine.adminUrl}/readyz`)).json().children as Child[];
-    }
+    await waitUntil(async () => settled((children = (await http(`${engine.adminUrl}/readyz`)).json().children as Child[])), 5000, 'readyz to count only our worker');
     const victim = children.find((c) => c.workers === 0)?.pid;
     expect(victim).toBeGreaterThan(0);
     process.kill(victim as number, 'SIGKILL');
@@ -111,12 +108,15 @@ describe('embedded cluster: processes: 2', () => {
     const res = await waitForStatus(`${engine.httpUrl}/emb/after`, (s) => s === 200, { headers: { connection: 'close' } });
     expect(res.json().name).toBe('after');
     // Back to two ready children.
-    const deadline = Date.now() + 10_000;
-    let body = (await http(`${engine.adminUrl}/readyz`)).json();
-    while (!(body.children.length === 2 && body.children.every((c: { ready: boolean }) => c.ready)) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-      body = (await http(`${engine.adminUrl}/readyz`)).json();
-    }
+    let body: { status: string; children: { ready: boolean }[] } = { status: '', children: [] };
+    await waitUntil(
+      async () => {
+        body = (await http(`${engine.adminUrl}/readyz`)).json();
+        return body.children.length === 2 && body.children.every((c) => c.ready);
+      },
+      10_000,
+      'two ready children again',
+    );
     expect(body.status).toBe('ready');
   });
 });

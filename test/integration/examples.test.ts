@@ -5,7 +5,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle, ManagedProcess } from '../support/processes.js';
-import { ROOT, WORKER_READY_MS, spawnManaged, startEngine, stopProcess } from '../support/processes.js';
+import { QUICK_GRACE_MS, ROOT, WORKER_READY_MS, spawnManaged, startEngine, stopProcess } from '../support/processes.js';
 
 /**
  * The workers in examples/ run as they are documented: real processes, `node examples/<name>.mjs`, with
@@ -41,7 +41,7 @@ describe('examples against one engine', () => {
   let engine: EngineHandle;
 
   beforeAll(async () => {
-    engine = await startEngine({ logLevel: 'info' });
+    engine = await startEngine({ logLevel: 'info', workers: { reconnect_grace_ms: QUICK_GRACE_MS } });
   });
   afterAll(async () => {
     await Promise.all(running.map((p) => stopProcess(p, 'SIGKILL')));
@@ -169,7 +169,7 @@ describe('replicated-worker.mjs: several copies behind one route (engine requiri
   const url = (n: number) => `${engine.httpUrl}/replica?n=${n}`;
 
   beforeAll(async () => {
-    engine = await startEngine({ logLevel: 'info', workers: { auth_token: WORKER_TOKEN } });
+    engine = await startEngine({ logLevel: 'info', workers: { auth_token: WORKER_TOKEN, reconnect_grace_ms: QUICK_GRACE_MS } });
     for (const name of ['alpha', 'beta']) {
       replicas.push(example('replicated-worker.mjs', engine.workerUrl, { REPLICA_NAME: name, III_TOKEN: WORKER_TOKEN }));
     }

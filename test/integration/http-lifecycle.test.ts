@@ -4,9 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorEnvelope } from '../support/assertions.js';
+import type { SimpleResponse } from '../support/http.js';
 import { http, waitForStatus } from '../support/http.js';
+import { waitUntil } from '../support/logs.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
+import { QUICK_GRACE_MS, startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
 import { RawConnection } from '../support/raw-http.js';
 import { RawWorker } from '../support/raw-worker.js';
 
@@ -24,7 +26,7 @@ describe('workers and routes at runtime', () => {
   };
 
   beforeAll(async () => {
-    engine = await startEngine({ api: { default_timeout: TIMEOUT_MS } });
+    engine = await startEngine({ api: { default_timeout: TIMEOUT_MS }, workers: { reconnect_grace_ms: QUICK_GRACE_MS } });
     worker('http-worker');
     worker('satellite-worker', { NAME: 'sat' });
     await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, {}, WORKER_READY_MS);
@@ -40,14 +42,10 @@ describe('workers and routes at runtime', () => {
     expect(health.status).toBe(200);
     expect(health.json()).toEqual({ status: 'ok', ready: true, mode: 'embedded', bus: 'in_sync', children: { ready: 1, total: 1 } });
     // The primary aggregates child status reported every 250 ms: wait for it with a deadline.
-    const deadline = Date.now() + 5000;
-    let ready = await http(`${engine.adminUrl}/readyz`);
-    while (ready.json().connectedWorkers !== 2 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      ready = await http(`${engine.adminUrl}/readyz`);
-    }
-    expect(ready.status).toBe(200);
-    expect(ready.json()).toMatchObject({ status: 'ready', connectedWorkers: 2 });
+    let ready: SimpleResponse | undefined;
+    await waitUntil(async () => (ready = await http(`${engine.adminUrl}/readyz`)).json().connectedWorkers === 2, 5000, 'readyz to count both workers');
+    expect(ready!.status).toBe(200);
+    expect(ready!.json()).toMatchObject({ status: 'ready', connectedWorkers: 2 });
   });
 
   it('lets a worker call a function of another worker through the engine', async () => {

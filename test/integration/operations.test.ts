@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
-import { startEngine, startWorker } from '../support/processes.js';
+import { waitUntil } from '../support/logs.js';
+import { QUICK_GRACE_MS, startEngine, startWorker } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
 
 /** The value of one Prometheus sample line, or undefined. */
@@ -13,23 +14,13 @@ function sample(metrics: string, name: string, labels: Record<string, string> = 
   return undefined;
 }
 
-async function eventually<T>(read: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let value = await read();
-  while (!accept(value) && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-    value = await read();
-  }
-  return value;
-}
-
 describe('operations: metrics, admin views and logs on a 2-process engine', () => {
   let engine: EngineHandle;
   let worker: WorkerHandle;
   const REQUESTS = 12;
 
   beforeAll(async () => {
-    engine = await startEngine({ cluster: { processes: 2 } });
+    engine = await startEngine({ cluster: { processes: 2 }, workers: { reconnect_grace_ms: QUICK_GRACE_MS } });
     worker = startWorker('http-worker', engine.workerUrl, { WORKER_NAME: 'ops-worker' });
     await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, { headers: { connection: 'close' } });
     await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, { headers: { connection: 'close' } });
@@ -81,10 +72,8 @@ describe('operations: metrics, admin views and logs on a 2-process engine', () =
   });
 
   it('lists connected workers with name, runtime and functions', async () => {
-    const workers = await eventually<{ name?: string }[]>(
-      async () => (await http(`${engine.adminUrl}/workers`)).json(),
-      (list) => list.some((w) => w.name === 'ops-worker'),
-    );
+    let workers: { name?: string }[] = [];
+    await waitUntil(async () => (workers = (await http(`${engine.adminUrl}/workers`)).json()).some((w) => w.name === 'ops-worker'), 5000, 'the admin view to list ops-worker');
     const ops = workers.find((w) => w.name === 'ops-worker') as Record<string, unknown>;
     expect(ops).toMatchObject({ name: 'ops-worker', runtime: 'node', version: '0.22.1' });
     expect(ops.functions).toEqual(expect.arrayContaining(['api::echo', 'api::slow', 'cond::allow']));
@@ -127,7 +116,8 @@ describe('operations: metrics, admin views and logs on a 2-process engine', () =
 
     await raw.close();
     await waitForStatus(`${engine.httpUrl}/ops/short-lived/9`, (s) => s === 404, { headers: { connection: 'close' } });
-    const after = await eventually(metrics, (text) => !text.includes('route="/ops/short-lived/:n"'));
+    let after = '';
+    await waitUntil(async () => !(after = await metrics()).includes('route="/ops/short-lived/:n"'), 5000, 'the route\'s series to be dropped');
     expect(after.split('\n').filter((line) => line.includes('route="/ops/short-lived/:n"'))).toEqual([]);
     // Routes still in the table keep their series.
     expect(sample(after, 'switchyard_http_requests_total', { route: '/echo/:id', method: 'GET', status: '200' })).toBe(REQUESTS);

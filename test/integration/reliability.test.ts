@@ -163,14 +163,9 @@ describe('cluster faults: processes: 2', () => {
 
   /** The peer (child) holding a worker connection, from the admin view. */
   async function peerOf(workerId: string): Promise<string> {
-    const deadline = Date.now() + 5000;
-    for (;;) {
-      const list = (await http(`${engine.adminUrl}/workers`)).json<{ id: string; peer: string }[]>();
-      const found = list.find((w) => w.id === workerId);
-      if (found !== undefined) return found.peer;
-      if (Date.now() > deadline) throw new Error(`worker ${workerId} not listed`);
-      await sleep(50);
-    }
+    let found: { id: string; peer: string } | undefined;
+    await waitUntil(async () => (found = (await http(`${engine.adminUrl}/workers`)).json<{ id: string; peer: string }[]>().find((w) => w.id === workerId)) !== undefined, 5000, `worker ${workerId} to be listed`);
+    return found!.peer;
   }
 
   async function rawWorker(): Promise<{ worker: RawWorker; id: string; token: string }> {
@@ -211,13 +206,16 @@ describe('cluster faults: processes: 2', () => {
     // The old connection never answers again; both children converge on the new one (the new
     // registration reaches the other child a few milliseconds later: 404 until then, grace is 0 here).
     let inARow = 0;
-    const deadline = Date.now() + 5000;
-    while (inARow < 6 && Date.now() < deadline) {
-      const res = await http(`${engine.httpUrl}/ra/who`, { headers: { connection: 'close' } });
-      expect(res.text).not.toBe('"first"');
-      inARow = res.text === '"second"' ? inARow + 1 : 0;
-    }
-    expect(inARow).toBe(6);
+    await waitUntil(
+      async () => {
+        const res = await http(`${engine.httpUrl}/ra/who`, { headers: { connection: 'close' } });
+        expect(res.text).not.toBe('"first"');
+        inARow = res.text === '"second"' ? inARow + 1 : 0;
+        return inARow === 6;
+      },
+      5000,
+      'six answers in a row from the new connection',
+    );
   });
 
   it('a child crash: its in-flight requests end at once, its workers reconnect to a sibling, the other child keeps serving', async () => {
@@ -226,12 +224,8 @@ describe('cluster faults: processes: 2', () => {
     try {
       await waitForStatus(`${engine.httpUrl}/rc/echo/0`, (s) => s === 200, {}, WORKER_READY_MS);
       const children = async () => (await http(`${engine.adminUrl}/readyz`)).json().children as Child[];
-      let list = await children();
-      const deadline = Date.now() + 5000;
-      while (list.reduce((n, c) => n + c.workers, 0) !== 1 && Date.now() < deadline) {
-        await sleep(50);
-        list = await children();
-      }
+      let list: Child[] = [];
+      await waitUntil(async () => (list = await children()).reduce((n, c) => n + c.workers, 0) === 1, 5000, 'readyz to count the one worker');
       const victim = list.find((c) => c.workers === 1)?.pid as number;
       expect(victim).toBeGreaterThan(0);
       // A raw worker on the surviving child serves a route that must not notice the crash.
@@ -291,8 +285,7 @@ describe('cluster faults: processes: 2', () => {
         return false;
       }
     };
-    const deadline = Date.now() + 5000;
-    while (pids.some(alive) && Date.now() < deadline) await sleep(50);
+    await waitUntil(() => !pids.some(alive), 5000, 'the children to exit with their primary');
     expect(pids.filter(alive)).toEqual([]);
   });
 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { once } from 'node:events';
 import type { InProcessEngine } from '../support/in-process.js';
-import { startWorker } from '../support/processes.js';
+import { QUICK_GRACE_MS, startWorker } from '../support/processes.js';
 import { startInProcessEngine } from '../support/in-process.js';
 import { http, waitForStatus } from '../support/http.js';
 import { RawWorker, UUID_V4 } from '../support/raw-worker.js';
@@ -19,7 +19,7 @@ describe('worker protocol (raw ws client)', () => {
   };
 
   beforeAll(async () => {
-    engine = await startInProcessEngine({ workers: { max_frame_bytes: MAX_FRAME_BYTES }, api: { default_timeout: 20_000 } });
+    engine = await startInProcessEngine({ workers: { max_frame_bytes: MAX_FRAME_BYTES, reconnect_grace_ms: QUICK_GRACE_MS }, api: { default_timeout: 20_000 } });
   });
   afterAll(async () => {
     await Promise.all(sockets.map((s) => s.close()));

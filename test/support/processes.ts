@@ -268,6 +268,12 @@ export function startWorker(name: string, workerUrl: string, env: NodeJS.Process
 /** How long a fixture worker may take to connect and register its routes on a loaded 2-core machine. */
 export const WORKER_READY_MS = 20_000;
 
+/**
+ * `reconnect_grace_ms` for suites whose workers leave on purpose: their routes go within 0.2 s instead
+ * of after the default 5 s grace. The grace itself is tested in reliability.test.ts and middleware-grace.
+ */
+export const QUICK_GRACE_MS = 200;
+
 /** An engine with the http-worker fixture connected and every one of its routes registered. */
 export async function startEngineWithHttpWorker(options: EngineOptions = {}): Promise<{ engine: EngineHandle; worker: WorkerHandle }> {
   const engine = await startEngine(options);

@@ -7,6 +7,7 @@ import type { InvocationOutcome } from '../../src/invocation/invoker.js';
 import type { StreamSettings } from '../../src/modules/stream/stream-module.js';
 import { StreamModule } from '../../src/modules/stream/stream-module.js';
 import type { StreamTriggerRecord } from '../../src/modules/stream/stream-triggers.js';
+import { waitUntil } from '../support/logs.js';
 import { LocalBroadcast, StubKvStore } from './stream-kv-stub.js';
 
 const logger = pino({ level: 'silent' });
@@ -178,8 +179,7 @@ describe('stream client socket', () => {
     expect(join).toEqual({ subscription_id: 'b', stream_name: 's', group_id: 'open', id: null, context: { user: 'ann' } });
     c.socket.close();
     // The socket's end leaves its subscriptions, with their stream:leave handlers.
-    const deadline = Date.now() + 5000;
-    while (!h.calls.some(([id]) => id === 'onLeave') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(() => h.calls.some(([id]) => id === 'onLeave'), 5000, 'the stream:leave handler');
     expect(h.calls.find(([id]) => id === 'onLeave')?.[1]).toEqual({ subscription_id: 'b', stream_name: 's', group_id: 'open', id: null, context: { user: 'ann' } });
   });
 
