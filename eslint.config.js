@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', '.bench-results/', '.chaos-results/', '.soak-results/', '.bench-against/'] },
+  { ignores: ['dist/', 'node_modules/', 'coverage/', '.bench-results/', '.chaos-results/', '.soak-results/', '.bench-against/', '.stryker-tmp/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
