@@ -236,10 +236,7 @@ export class RouteTable {
     }
 
     const winners = new Map<string, Candidate>();
-    for (const [key, group] of byShape) {
-      const winner = routeHolder(group, conflicts);
-      if (winner !== undefined) winners.set(key, winner);
-    }
+    for (const [key, group] of byShape) winners.set(key, routeHolder(group, conflicts));
 
     // A departed worker's function whose every trigger was a route binding now served by a live one
     // is not awaited: nothing should wait for it (a call still routed to it fails at once).
@@ -309,7 +306,7 @@ const principalOf = (candidate: Candidate): string => candidate.trigger.principa
  * the route). Within the holder's principal a reconnecting worker's binding replaces a departed one,
  * even with another function (a redeploy may rename it). Among replicas the newest live one serves.
  */
-function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Candidate | undefined {
+function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Candidate {
   group.sort(byAge);
   const oldest = group[0] as Candidate;
   const principal = principalOf(oldest);
@@ -319,11 +316,13 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
     principalOf(candidate) === principal &&
     candidate.trigger.functionId === reference.trigger.functionId &&
     candidate.trigger.http.pattern.source === reference.trigger.http.pattern.source;
-  let winner: Candidate | undefined;
+  // Sorted by age, so the last compatible binding seen is the newest (an exact tie cannot occur: two
+  // bindings of one owner differ in their sequence number). The reference is its own first candidate.
+  let winner = reference;
   for (const candidate of group) {
     if (candidate.departed) {
       // A departed binding stands in until its principal registers the route again.
-      if (first === undefined && compatible(candidate) && (winner === undefined || newer(candidate, winner))) winner = candidate;
+      if (first === undefined && compatible(candidate)) winner = candidate;
       continue;
     }
     if (!compatible(candidate)) {
@@ -337,17 +336,9 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
       });
       continue;
     }
-    if (winner === undefined || winner.departed || newer(candidate, winner)) winner = candidate;
+    winner = candidate;
   }
   return winner;
-}
-
-/**
- * Among compatible bindings (one function id, so all live or none: `live` never differs), the newer.
- * The group is sorted by age, so only an exact tie keeps the one seen first.
- */
-function newer(candidate: Candidate, held: Candidate): boolean {
-  return byAge(candidate, held) > 0;
 }
 
 /**
@@ -402,7 +393,8 @@ function supersededDepartedFunctions(
       for (const trigger of gone.triggers) {
         if (!awaited.has(trigger.functionId)) continue;
         const winner = trigger.type === 'http' ? byShape.get(`${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`) : undefined;
-        if (winner !== undefined && winner.live && winner.trigger !== trigger) superseded.add(trigger.functionId);
+        // A live winner is another binding: this trigger's own function is awaited, so not live.
+        if (winner !== undefined && winner.live) superseded.add(trigger.functionId);
         else needed.add(trigger.functionId);
       }
     }

@@ -1017,3 +1017,138 @@ describe('RouteTable ownership arbitration (each decision)', () => {
     expect(table.current().routes.map((r) => r.ownerId)).toEqual(['p3']);
   });
 });
+
+describe('RouteTable: what each build keeps (mutation-tested decisions)', () => {
+  it("keeps one metadata per function: the first held replica's; none for a function registered without, nor from a refused principal", () => {
+    const table = new RouteTable(false);
+    table.applySnapshot({ ownerId: 'p1', version: 1, functions: [{ id: 'f', workerId: 'w1', metadata: { v: 1 } }, { id: 'g', workerId: 'w1' }], triggers: [] });
+    table.applySnapshot({ ownerId: 'p2', version: 1, functions: [{ id: 'f', workerId: 'w2', metadata: { v: 2 } }, { id: 'g', workerId: 'w2' }], triggers: [] });
+    // h: the older claim (principal A, no metadata) holds; the refused principal's metadata is not shown.
+    table.applySnapshot({
+      ownerId: 'p3',
+      version: 1,
+      functions: [
+        { id: 'h', workerId: 'w3', principal: 'A', registeredAt: 1 },
+        { id: 'h', workerId: 'w4', principal: 'B', registeredAt: 2, metadata: { secret: true } },
+      ],
+      triggers: [],
+    });
+    const { functionMetadata } = table.current();
+    expect(functionMetadata.get('f')).toEqual({ v: 1 });
+    expect(functionMetadata.has('g')).toBe(false);
+    expect(functionMetadata.has('h')).toBe(false);
+  });
+
+  it('serves module-config middleware as bindings config:<index> of owner "config", before registrations of equal priority', () => {
+    const table = new RouteTable(false, [
+      { functionId: 'mw::first', phase: 'preHandler', priority: 0 },
+      { functionId: 'mw::second', phase: 'onRequest', priority: 5 },
+    ]);
+    table.applySnapshot(snapshot('p1', 1, ['mw::worker'], [middlewareTrigger('m1', 'mw::worker', { phase: 'preHandler' }, 0)]));
+    const ordered = table.current().middleware.ordered;
+    expect(ordered.map((m) => [m.triggerId, m.ownerId, m.functionId])).toEqual([
+      ['config:0', 'config', 'mw::first'],
+      ['m1', 'p1', 'mw::worker'],
+      ['config:1', 'config', 'mw::second'],
+    ]);
+    expect(ordered[0]).toMatchObject({ phase: 'preHandler', priority: 0, registeredAt: 0, seq: 0 });
+  });
+
+  it('marks middleware registered through an rbac listener as restricted to its principal, and only that', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(
+      snapshot('p1', 1, ['mw::r', 'mw::open'], [
+        { ...middlewareTrigger('m1', 'mw::r', { phase: 'preHandler' }, 1), principal: 'rbac-listener-1' },
+        { ...middlewareTrigger('m2', 'mw::open', { phase: 'preHandler' }, 2), principal: 'listener-0' },
+      ]),
+    );
+    const [restricted, open] = table.current().middleware.ordered;
+    expect(restricted).toMatchObject({ functionId: 'mw::r', restrictedTo: 'rbac-listener-1' });
+    expect(open?.functionId).toBe('mw::open');
+    expect(open).not.toHaveProperty('restrictedTo');
+  });
+
+  it("tells each peer's forward endpoint, the snapshots held and their versions", () => {
+    const table = new RouteTable(false);
+    const endpoint = { nodeId: 'n2', host: '10.0.0.2', port: 7000 };
+    table.applySnapshot({ ...snapshot('p2', 3, [], []), endpoint });
+    table.applySnapshot(snapshot('p3', 1, [], []));
+    table.setLocalSource({ ownerId: 'local', snapshot: () => snapshot('local', 9, [], []) });
+    expect(table.endpointOf('p2')).toEqual(endpoint);
+    expect(table.endpointOf('p3')).toBeUndefined();
+    expect(table.endpointOf('unknown')).toBeUndefined();
+    expect(table.snapshotsHeld().map((s) => `${s.ownerId}@${s.version}`)).toEqual(['p2@3', 'p3@1', 'local@9']);
+    // Peers only: the local process is not an owner whose snapshot it waits for.
+    expect([...table.ownerVersions()]).toEqual([
+      ['p2', 3],
+      ['p3', 1],
+    ]);
+  });
+
+  it('a live binding keeps its route over a newer departed replica of itself', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('live', 'f', 'GET', '/x', 1)]));
+    table.applySnapshot({
+      ...snapshot('p2', 1, [], []),
+      departed: [{ workerId: 'gone', functionIds: ['f'], triggers: [httpTrigger('away', 'f', 'GET', '/x', 5)] }],
+    });
+    expect(table.current().routes.map((r) => `${r.ownerId} ${r.triggerId}`)).toEqual(['p1 live']);
+  });
+
+  it('says in a route conflict whether another principal holds the route', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('t1', 'f', 'GET', '/x', 1)]));
+    table.applySnapshot(snapshot('p2', 1, ['g'], [httpTrigger('t2', 'g', 'GET', '/x', 2)]));
+    table.applySnapshot(snapshot('p3', 1, [], [{ ...httpTrigger('t3', 'f', 'GET', '/x', 3), principal: 'rbac-listener-1' }]));
+    const reasons = Object.fromEntries(table.current().conflicts.filter((c) => c.kind === 'route').map((c) => [c.ownerId, c.reason]));
+    const earlier = 'conflicts with GET /x, registered earlier for function f';
+    expect(reasons).toEqual({
+      p2: `route GET /x ${earlier}; the earlier registration keeps the route`,
+      p3: `route GET /x ${earlier} by another principal; the earlier registration keeps the route`,
+    });
+  });
+
+  it('says which function a function conflict is about', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot({ ownerId: 'p1', version: 1, functions: [{ id: 'f', workerId: 'w1', principal: 'A', registeredAt: 1 }], triggers: [] });
+    table.applySnapshot({ ownerId: 'p2', version: 1, functions: [{ id: 'f', workerId: 'w2', principal: 'B', registeredAt: 2 }], triggers: [] });
+    expect(table.current().conflicts).toEqual([
+      { kind: 'function', ownerId: 'p2', workerId: 'w2', id: 'f', holderOwnerId: 'p1', reason: 'function f is registered by another principal already' },
+    ]);
+  });
+
+  it('a fresh table serves the state it was built with: the first read does not build again', () => {
+    const table = new RouteTable(false);
+    const listener = vi.fn<(state: RoutingState) => void>();
+    table.onChange(listener);
+    expect(table.current().version).toBe(1);
+    expect(listener).not.toHaveBeenCalled();
+  });
+
+  it('delivers every later change too without a read, each on its own turn', async () => {
+    const table = new RouteTable(false);
+    const listener = vi.fn<(state: RoutingState) => void>();
+    table.onChange(listener);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [httpTrigger('t1', 'f', 'GET', '/a', 1)]));
+    await nextTick();
+    table.applySnapshot(snapshot('p1', 2, ['f'], [httpTrigger('t1', 'f', 'GET', '/b', 1)]));
+    await nextTick();
+    expect(listener).toHaveBeenCalledTimes(2);
+    expect(served(listener.mock.calls[1]![0], 'GET', '/b')).toBe('f');
+  });
+
+  it("gives a route its trigger's metadata (the handler's invocation metadata)", () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [{ ...httpTrigger('t1', 'f', 'GET', '/m', 1), metadata: { team: 'search' } }]));
+    expect(table.current().routes[0]?.metadata).toEqual({ team: 'search' });
+  });
+
+  it("a binding without a principal is the main listener's: a replica of one registered as listener-0", () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(snapshot('p1', 1, ['f'], [{ ...httpTrigger('t1', 'f', 'GET', '/x', 1), principal: 'listener-0' }]));
+    table.applySnapshot(snapshot('p2', 1, ['f'], [httpTrigger('t2', 'f', 'GET', '/x', 2)]));
+    const state = table.current();
+    expect(state.conflicts).toEqual([]);
+    expect(state.routes.map((r) => `${r.ownerId} ${r.principal}`)).toEqual(['p2 listener-0']);
+  });
+});
