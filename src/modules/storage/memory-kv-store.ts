@@ -63,7 +63,7 @@ export class MemoryKvStore implements KvStore {
   updateNow(namespace: string, group: string, key: string, ops: readonly KvUpdateOp[], maxValueBytes?: number): KvUpdateResult {
     const old = this.getNow(namespace, group, key);
     const { value, errors } = applyUpdateOps(old, ops);
-    checkValueSize(JSON.stringify(value ?? null), maxValueBytes);
+    if (maxValueBytes !== undefined) checkValueSize(JSON.stringify(value ?? null), maxValueBytes);
     this.groupFor(namespace, group).set(key, value);
     this.changed({ namespace, group, key, kind: old === undefined ? 'created' : 'updated', old_value: old, new_value: value });
     return { old_value: old, new_value: value, ...(errors.length === 0 ? {} : { errors }) };
