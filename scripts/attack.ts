@@ -157,10 +157,13 @@ async function main(): Promise<void> {
   started = Date.now();
   end = started + seconds * 1000;
   let legitRound = 0;
+  /** Legitimate answers by status (0: no answer in time). */
+  const statuses: Record<number, number> = {};
   await Promise.all([
     loop('legit', 20, async () => {
       const n = nodes[legitRound % 2] as EngineHandle;
       const res = await http(`${n.httpUrl}/legit/${++legitRound % 2}`).catch(() => ({ status: 0 }));
+      statuses[res.status] = (statuses[res.status] ?? 0) + 1;
       if (res.status === 200) {
         counts.legitOk++;
         minute().ok++;
@@ -238,6 +241,7 @@ async function main(): Promise<void> {
     legitOk: counts.legitOk,
     legitFailed: counts.legitFailed,
     legitPerMinute: perMinute,
+    legitStatuses: statuses,
     rssAfterSetupMb: rssAfterSetup,
     channelsHeld,
     attackRounds: counts.attacks,

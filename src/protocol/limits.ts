@@ -17,7 +17,7 @@ export const REGISTRATION_LIMITS = Object.freeze({
   /** Everything one worker connection has registered (JSON). */
   connectionBytes: 8 * 1024 * 1024,
   /** Everything every worker connected to one process has registered: bounds its snapshot (JSON). */
-  processBytes: 32 * 1024 * 1024,
+  processBytes: 16 * 1024 * 1024,
   /** Each field a worker tells about itself (engine::workers::register: name, runtime, version, os). */
   workerInfoChars: 256,
 });
