@@ -139,6 +139,7 @@ describe('embedded queue on two engine processes, a consumer on each', () => {
     expect(fifoMax).toBeLessThanOrEqual(FIFO_CONCURRENCY);
     // The runs did overlap (the limits were tested), and each process's consumer ran some.
     expect(standardMax).toBeGreaterThan(1);
+    console.log(`runs per consumer: ${JSON.stringify(Object.fromEntries(ranBy))}, most at once: standard ${standardMax}, fifo ${fifoMax}`);
     for (const c of consumers) expect(ranBy.get(c.name) ?? 0).toBeGreaterThan(0);
   }, 90_000);
 });

@@ -5,7 +5,7 @@ import { toQueueConfig } from '../../config/queue-config.js';
 import { queuePlacement } from './queue-backend-factory.js';
 import type { IpcChannel } from '../../bus/ipc-channel.js';
 import { EmbeddedQueueStore } from './embedded-store.js';
-import type { QueueReplyMessage, QueueRequestMessage } from './embedded-queue-link.js';
+import type { QueueReadyMessage, QueueReplyMessage, QueueRequestMessage } from './embedded-queue-link.js';
 import { isQueueRequest } from './embedded-queue-link.js';
 import type { LaneSettings, QueueJob } from './queue-job.js';
 
@@ -45,11 +45,26 @@ export class EmbeddedQueueHost {
     if (unsubscribe === undefined) return;
     unsubscribe();
     this.channels.delete(channel);
+    const failed: Promise<unknown>[] = [];
+    const lanes = new Set<string>();
     for (const [id, holder] of this.holders) {
       if (holder.channel !== channel) continue;
       this.holders.delete(id);
-      void this.store?.fail(holder.lane, id, 'the engine process running it exited');
+      lanes.add(holder.lane);
+      failed.push(this.store?.fail(holder.lane, id, 'the engine process running it exited') ?? Promise.resolve());
     }
+    void Promise.allSettled(failed).then(() => {
+      for (const lane of lanes) this.ready(lane, undefined);
+    });
+  }
+
+  /**
+   * Tells every child but `from` that a lane may have something to claim: without it a child that
+   * keeps its slots busy re-claims each one it frees before the others' next poll, and they starve.
+   */
+  private ready(lane: string, from: IpcChannel | undefined): void {
+    const message: QueueReadyMessage = { sy: 'queue-ready', lane };
+    for (const channel of this.channels.keys()) if (channel !== from) channel.send(message);
   }
 
   private async answer(channel: IpcChannel, request: QueueRequestMessage): Promise<void> {
@@ -68,27 +83,43 @@ export class EmbeddedQueueHost {
     const text = (i: number): string => String(args[i]);
     const int = (i: number): number => Number(args[i]);
     switch (op) {
-      case 'enqueue':
-        return store.enqueue(args[0] as QueueJob);
+      case 'enqueue': {
+        const job = args[0] as QueueJob;
+        await store.enqueue(job);
+        this.ready(job.lane, channel);
+        return undefined;
+      }
       case 'claim': {
         const jobs = await store.claim(args[0] as LaneSettings, int(1), int(2));
         for (const job of jobs) this.holders.set(job.id, { lane: job.lane, channel });
         return jobs;
       }
-      case 'ack':
+      case 'ack': {
         this.holders.delete(text(1));
-        return store.ack(text(0), text(1));
-      case 'fail':
+        const acked = await store.ack(text(0), text(1));
+        this.ready(text(0), channel);
+        return acked;
+      }
+      case 'fail': {
         this.holders.delete(text(1));
-        return store.fail(text(0), text(1), text(2));
+        const failed = await store.fail(text(0), text(1), text(2));
+        this.ready(text(0), channel);
+        return failed;
+      }
       case 'renew':
         return store.renew(text(0), (args[1] as unknown[]).map(String), int(2));
       case 'deadLetters':
         return store.deadLetters(text(0), int(1), int(2));
-      case 'redrive':
-        return store.redrive(text(0));
-      case 'redriveOne':
-        return store.redriveOne(text(0), text(1));
+      case 'redrive': {
+        const count = await store.redrive(text(0));
+        this.ready(text(0), channel);
+        return count;
+      }
+      case 'redriveOne': {
+        const found = await store.redriveOne(text(0), text(1));
+        this.ready(text(0), channel);
+        return found;
+      }
       case 'discard':
         return store.discard(text(0), text(1));
       case 'stats':

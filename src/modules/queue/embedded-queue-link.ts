@@ -17,6 +17,12 @@ export interface QueueRequestMessage {
   args: unknown[];
 }
 
+/** Primary → the other children: a lane may have work to claim or a free slot (see LeaseStore.onReady). */
+export interface QueueReadyMessage {
+  sy: 'queue-ready';
+  lane: string;
+}
+
 export interface QueueReplyMessage {
   sy: 'queue-reply';
   id: number;
@@ -37,6 +43,10 @@ function isQueueReply(message: unknown): message is QueueReplyMessage {
   return isObject(message) && message.sy === 'queue-reply' && typeof message.id === 'number';
 }
 
+function isQueueReady(message: unknown): message is QueueReadyMessage {
+  return isObject(message) && message.sy === 'queue-ready' && typeof message.lane === 'string';
+}
+
 /** A request the primary has not answered within this fails (the consumer retries; leases cover the rest). */
 const REQUEST_TIMEOUT_MS = 5_000;
 
@@ -51,11 +61,17 @@ export class IpcQueueStore implements LeaseStore {
   private readonly pending = new Map<number, Pending>();
   private readonly unsubscribe: () => void;
   private closed = false;
+  private readonly readyListeners: ((lane: string) => void)[] = [];
 
   constructor(private readonly channel: IpcChannel) {
     this.unsubscribe = channel.onMessage((message) => {
       if (isQueueReply(message)) this.settle(message);
+      else if (isQueueReady(message)) for (const listener of this.readyListeners) listener(message.lane);
     });
+  }
+
+  onReady(listener: (lane: string) => void): void {
+    this.readyListeners.push(listener);
   }
 
   private request<T>(op: QueueOp, args: unknown[]): Promise<T> {

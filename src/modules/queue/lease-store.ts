@@ -28,5 +28,11 @@ export interface LeaseStore {
   stats(lane: string): Promise<LaneStats>;
   /** Lanes that hold anything (messages or dead letters). */
   lanes(): Promise<string[]>;
+  /**
+   * Where another process shares the store (the embedded store across children): `listener` hears
+   * of a lane that may now have a message to claim or a free slot (another process enqueued, finished
+   * or failed one), so this process's consumer claims at once instead of at its next poll.
+   */
+  onReady?(listener: (lane: string) => void): void;
   close(): Promise<void>;
 }

@@ -33,7 +33,9 @@ export class StoreBackend implements QueueBackend {
     private readonly store: LeaseStore,
     private readonly logger: Logger,
     private readonly leaseMs?: number,
-  ) {}
+  ) {
+    store.onReady?.((lane) => this.consumers.get(lane)?.nudge());
+  }
 
   async enqueue(job: QueueJob): Promise<void> {
     await this.store.enqueue(job);
