@@ -142,8 +142,13 @@ function forwardLinks(nodes: Node[]): number[] {
   return nodes.map((n) => rows.filter((r) => r.pid === n.childPid && children.has(owner.get(r.peer) ?? -1) && owner.get(r.peer) !== n.childPid).length);
 }
 
-function cpuOf(nodes: Node[]): number[] {
-  return nodes.map((n) => cpuMs(n.primaryPid) + cpuMs(n.childPid));
+/** CPU ms of each node (primary + child), keyed by its pids: a node restarted since counts as unknown. */
+function cpuOf(nodes: Node[]): { pids: string; ms: number }[] {
+  return nodes.map((n) => ({ pids: `${n.primaryPid}/${n.childPid}`, ms: cpuMs(n.primaryPid) + cpuMs(n.childPid) }));
+}
+
+function cpuRate(before: { pids: string; ms: number }[], after: { pids: string; ms: number }[], seconds: number): number[] {
+  return after.map((a, i) => (before[i]?.pids === a.pids ? (a.ms - (before[i]?.ms ?? 0)) / seconds : Number.NaN));
 }
 
 /** A worker holding `count` routes `/<prefix>/<i>`; serves them all. */
@@ -283,7 +288,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const idleCpu1 = cpuOf(nodes);
     const idleSec = (idleR1.at - idleR0.at) / 1000;
     const idle = rates(idleR0, idleR1, subscribers);
-    const idleCpu = idleCpu1.map((v, i) => (v - (idleCpu0[i] ?? 0)) / idleSec);
+    const idleCpu = cpuRate(idleCpu0, idleCpu1, idleSec);
     const idleRss = nodes.map((nd) => rssMb(nd.childPid));
 
     // Registrations, one at a time, while otherwise idle: latency and Redis egress per registration.
@@ -346,7 +351,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     await churner.stop();
     const churnSec = (c1.at - c0.at) / 1000;
     const busy = rates(c0, c1, subscribers);
-    const busyCpu = cpu1.map((v, i) => (v - (cpu0[i] ?? 0)) / churnSec);
+    const busyCpu = cpuRate(cpu0, cpu1, churnSec);
     const busyRss = nodes.map((nd) => rssMb(nd.childPid));
     const links = forwardLinks(nodes);
 
