@@ -1,0 +1,135 @@
+// Issue 28: the Redis bus sends a change as a delta on the peer's version chain (docs/scale.md). Two
+// RedisBus peers on a real redis-server: what travels, what is stored, and the resync paths (a gap,
+// a lost last delta) end on the sender's state.
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { BusHandlers } from '../../src/bus/bus.js';
+import { REDIS_BUS_PROTOCOL, encodeBusMessage } from '../../src/bus/bus-messages.js';
+import { RedisBus } from '../../src/bus/redis-bus.js';
+import { RedisKeyspace } from '../../src/bus/redis-keyspace.js';
+import type { WireSnapshot, WireTrigger } from '../../src/bus/wire-snapshot.js';
+import type { RedisServer } from '../support/redis.js';
+import { startRedisServer } from '../support/redis.js';
+
+const SECRET = 'delta-secret';
+const route = (i: number): WireTrigger => ({ id: `t${i}`, functionId: 'app::fn', workerId: 'w1', registeredAt: 1700000000000 + i, seq: i, type: 'http', http: { apiPath: `/r/${i}`, httpMethod: 'GET' } });
+const snapshot = (ownerId: string, version: number, routes: number): WireSnapshot => ({
+  ownerId,
+  version,
+  functions: [{ id: 'app::fn', workerId: 'w1' }],
+  triggers: Array.from({ length: routes }, (_, i) => route(i)),
+  endpoint: { nodeId: 'n', host: '127.0.0.1', port: 4100 },
+});
+
+async function waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('Redis bus protocol 2: deltas on a version chain', () => {
+  let redis: RedisServer;
+  let spy: Redis;
+  let client: Redis;
+  const buses: RedisBus[] = [];
+  const captured: string[] = [];
+  let name = '';
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    client = new Redis(redis.url);
+  });
+  afterEach(async () => {
+    await Promise.all(buses.splice(0).map((bus) => bus.close()));
+    spy?.disconnect();
+    captured.length = 0;
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  async function peers(): Promise<{ a: RedisBus; b: RedisBus; aId: string; held: Map<string, WireSnapshot>; keyspace: RedisKeyspace }> {
+    name = `d${randomBytes(4).toString('hex')}`;
+    spy = new Redis(redis.url);
+    await spy.subscribe(`${name}:bus`);
+    spy.on('message', (_channel: string, text: string) => captured.push(text));
+    const logger = pino({ level: 'silent' });
+    const make = (peerId: string): RedisBus => {
+      const bus = new RedisBus({ url: redis.url, cluster: name, secret: SECRET, peerId, heartbeatMs: 100, leaseMs: 1000, logger });
+      buses.push(bus);
+      return bus;
+    };
+    const held = new Map<string, WireSnapshot>();
+    const handlers: BusHandlers = { snapshot: (s) => held.set(s.ownerId, s), peerGone: (id) => held.delete(id) };
+    const a = make('a/0/x');
+    const b = make('b/0/x');
+    await a.start({ snapshot: () => undefined, peerGone: () => undefined });
+    await b.start(handlers);
+    return { a, b, aId: 'a/0/x', held, keyspace: new RedisKeyspace(name, SECRET) };
+  }
+
+  const kinds = (): string[] => captured.map((t) => /"kind":"(\w+)"/.exec(t)?.[1] ?? '?');
+
+  it('publishes the first state in full and each change as a delta of what changed, flat in the table size', async () => {
+    const { a, held, aId } = await peers();
+    a.publish(snapshot(aId, 1, 1000));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    const fullBytes = captured.at(-1)?.length ?? 0;
+    a.publish(snapshot(aId, 2, 1001));
+    await waitFor(() => held.get(aId)?.version === 2, 5000, 'b to hold a@2');
+    expect(held.get(aId)?.triggers).toHaveLength(1001);
+    const deltaText = captured.filter((t) => t.includes('"kind":"delta"')).at(-1) ?? '';
+    expect(kinds()[0]).toBe('snapshot');
+    expect(deltaText).toContain('/r/1000');
+    expect(deltaText).not.toContain('/r/999"');
+    expect(deltaText).toContain(`"p":${REDIS_BUS_PROTOCOL}`);
+    expect(deltaText.length * 50).toBeLessThan(fullBytes);
+    // Stored: the checkpoint at version 1 and the delta in the log.
+    expect(await client.llen(`${name}:log:${aId}`)).toBe(1);
+  });
+
+  it('resyncs a peer from checkpoint and log on a gap, and drops the delta that did not chain', async () => {
+    const { a, held, aId, keyspace } = await peers();
+    a.publish(snapshot(aId, 1, 3));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    a.publish(snapshot(aId, 2, 4));
+    await waitFor(() => held.get(aId)?.version === 2, 5000, 'b to hold a@2');
+    // A delta from a version b does not hold (sealed with the secret, as if a message had been lost).
+    const gap = { ownerId: aId, from: 7, to: 8, set: { triggers: [route(99)] }, del: {} };
+    await client.publish(`${name}:bus`, keyspace.seal(JSON.stringify(encodeBusMessage(name, { kind: 'delta', delta: gap }, REDIS_BUS_PROTOCOL))));
+    a.publish(snapshot(aId, 3, 5));
+    await waitFor(() => held.get(aId)?.version === 3, 5000, 'b to hold a@3');
+    expect(held.get(aId)?.triggers.map((t) => t.id)).toEqual(['t0', 't1', 't2', 't3', 't4']);
+  });
+
+  it('repairs a lost last delta from the log when the heartbeat announces the version', async () => {
+    const { a, held, aId, keyspace } = await peers();
+    a.publish(snapshot(aId, 1, 2));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    await waitFor(async () => (await client.exists(`${name}:peer:${aId}`)) === 1, 5000, "a's checkpoint");
+    // A delta stored in a's log but never announced on the channel, then a's version announced.
+    const lost = { ownerId: aId, from: 1, to: 2, set: { triggers: [route(2)] }, del: {} };
+    const seal = (message: Parameters<typeof encodeBusMessage>[1]): string => keyspace.seal(JSON.stringify(encodeBusMessage(name, message, REDIS_BUS_PROTOCOL)));
+    await client.rpush(`${name}:log:${aId}`, seal({ kind: 'delta', delta: lost }));
+    await client.publish(`${name}:bus`, seal({ kind: 'heartbeat', peerId: aId, version: 2 }));
+    await waitFor(() => held.get(aId)?.version === 2, 5000, 'b to fetch a@2 from the log');
+    expect(held.get(aId)?.triggers.map((t) => t.id)).toEqual(['t0', 't1', 't2']);
+  });
+
+  it('publishes nothing while idle, and keeps a live peer (its liveness is in the sorted set)', async () => {
+    const { a, held, aId } = await peers();
+    a.publish(snapshot(aId, 1, 1));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the announcement after the change
+    const before = captured.length;
+    await new Promise((resolve) => setTimeout(resolve, 2500)); // 25 heartbeat intervals, 2.5 leases
+    expect(captured.slice(before)).toEqual([]);
+    expect(held.has(aId)).toBe(true);
+    expect(await client.zscore(`${name}:alive`, aId)).not.toBeNull();
+  });
+});
