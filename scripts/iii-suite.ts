@@ -492,8 +492,15 @@ async function main(): Promise<void> {
   for (const [i, f] of o.files.entries()) {
     console.log(`  ${f.padEnd(40)} ${all.map((rs) => `${rs[i]?.passed}/${rs[i]?.total}`).join('  ')}`);
   }
-  const totals = all.map((rs) => `${rs.reduce((s, r) => s + r.passed, 0)}/${rs.reduce((s, r) => s + r.total, 0)}`);
-  console.log(`  ${'all'.padEnd(40)} ${totals.join('  ')}`);
+  const sum = (rs: FileResult[], keep: (f: string) => boolean): string => {
+    const mine = rs.filter((r) => keep(r.file));
+    return `${mine.reduce((s, r) => s + r.passed, 0)}/${mine.reduce((s, r) => s + r.total, 0)}`;
+  };
+  for (const [group, files] of Object.entries(GROUPS)) {
+    if (!files.some((f) => o.files.includes(f))) continue;
+    console.log(`  ${`group ${group}`.padEnd(40)} ${all.map((rs) => sum(rs, (f) => files.includes(f))).join('  ')}`);
+  }
+  console.log(`  ${'all'.padEnd(40)} ${all.map((rs) => sum(rs, () => true)).join('  ')}`);
   const failed = all.some((rs) => rs.some((r) => r.failures.length > 0 || r.passed !== r.total));
   process.exit(failed ? 1 : 0);
 }
