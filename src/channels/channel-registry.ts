@@ -71,6 +71,11 @@ export interface CreateChannelOptions {
 export class ChannelRegistry {
   readonly tag: string;
   private readonly channels = new Map<string, { channel: Channel; createdAt: number; expires: boolean }>();
+  /**
+   * Ids handed out with their key before their channel exists (an HTTP request's channels, which most
+   * workers never open): the first claim of one makes the channel, through its `materialise`.
+   */
+  private readonly reserved = new Map<string, { key: string; materialise: (id: string) => Channel }>();
   private sequence = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
   /** What this process's channels hold together, bounded by `max_channel_buffer_bytes`. */
@@ -86,8 +91,9 @@ export class ChannelRegistry {
     this.budget = new ChannelBudget(maxBufferedBytes);
   }
 
+  /** Channels held, counting reserved ones (each is a channel a worker may still open). */
   get size(): number {
-    return this.channels.size;
+    return this.channels.size + this.reserved.size;
   }
 
   /** Bytes this process's channels hold (queued, or handed to a reader and not flushed). */
@@ -96,9 +102,8 @@ export class ChannelRegistry {
   }
 
   /** A new channel and its key; `key` may be shared by the two channels of one request. */
-  create(options: CreateChannelOptions = {}, key: string = randomUUID()): Channel {
+  create(options: CreateChannelOptions = {}, key: string = randomUUID(), id: string = this.nextId()): Channel {
     const limits = channelLimits(options.bufferItems);
-    const id = `${this.tag}-${(++this.sequence).toString(36)}`;
     const onGone = options.onGone;
     const channel = new Channel(
       id,
@@ -116,6 +121,30 @@ export class ChannelRegistry {
     return channel;
   }
 
+  /**
+   * An id for a channel with `key` that is made only when an end of it is first claimed:
+   * `materialise(id)` then creates it (with `create(..., key, id)`) and attaches what the engine holds
+   * of it. Until then it costs a map entry. `release` drops it unclaimed.
+   */
+  reserve(key: string, materialise: (id: string) => Channel): string {
+    const id = this.nextId();
+    this.reserved.set(id, { key, materialise });
+    return id;
+  }
+
+  /** Makes a reserved channel now (the engine needs it itself); undefined when it is gone. */
+  materialise(id: string): Channel | undefined {
+    const entry = this.reserved.get(id);
+    if (entry === undefined) return this.channels.get(id)?.channel;
+    this.reserved.delete(id);
+    return entry.materialise(id);
+  }
+
+  /** Drops a reservation never claimed: a later claim of its id finds nothing. */
+  release(id: string): void {
+    this.reserved.delete(id);
+  }
+
   /** The ref a worker gets for one end of a channel. */
   static ref(channel: Channel, direction: ChannelDirection): ChannelRef {
     return { channel_id: channel.id, access_key: channel.key, direction };
@@ -123,6 +152,11 @@ export class ChannelRegistry {
 
   /** Checks id and key and that the end is still free; the caller then attaches to it. */
   claim(id: string, key: string, direction: ChannelDirection): ClaimResult {
+    const reservation = this.reserved.get(id);
+    if (reservation !== undefined) {
+      if (!keysEqual(reservation.key, key)) return { ok: false, reason: 'not_found' };
+      this.materialise(id);
+    }
     const entry = this.channels.get(id);
     if (entry === undefined || !keysEqual(entry.channel.key, key)) return { ok: false, reason: 'not_found' };
     if (entry.channel.isClaimed(direction) || entry.channel.isSettled) return { ok: false, reason: 'in_use' };
@@ -146,7 +180,12 @@ export class ChannelRegistry {
   close(): void {
     clearInterval(this.sweepTimer);
     this.sweepTimer = undefined;
+    this.reserved.clear();
     for (const { channel } of [...this.channels.values()]) channel.destroy('engine shutting down');
+  }
+
+  private nextId(): string {
+    return `${this.tag}-${(++this.sequence).toString(36)}`;
   }
 
   private startSweeping(): void {

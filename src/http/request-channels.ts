@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { Channel } from '../channels/channel.js';
 import type { ChannelRegistry } from '../channels/channel-registry.js';
 import type { InvocationOutcome } from '../invocation/invoker.js';
-import type { StreamEnd } from './response-stream.js';
+import type { StreamEnd, StreamStart } from './response-stream.js';
 import { ResponseStream } from './response-stream.js';
 
 /**
@@ -36,38 +36,61 @@ export const RESPONSE_ATTACH_GRACE_MS = 2000;
 /** The writer control of a body already in memory: nothing to pause, resume or abort. */
 const BUFFERED_BODY = Object.freeze({ pause: () => undefined, resume: () => undefined, abort: () => undefined });
 
+type First = { from: 'outcome'; value: InvocationOutcome } | { from: 'stream'; start: StreamStart };
+
+/**
+ * Both channels are reserved, not made (channel-registry.ts): most handlers never open them, and iii's
+ * wire needs only their ids and key. A worker's claim of either makes it then, wired as if it had
+ * existed from the start (the buffered body queued on `request_body`, the engine reading `response`).
+ * A streamed upload's `request_body` is made at once: the upload is read into it as it arrives.
+ */
 export class RequestChannels {
-  private readonly requestBody: Channel;
-  private readonly response: Channel;
-  private readonly stream: ResponseStream;
+  private readonly key: string;
+  private readonly requestBodyId: string;
+  private readonly responseId: string;
+  private requestBody: Channel | undefined;
+  private response: Channel | undefined;
+  private stream: ResponseStream | undefined;
+  /** Who waits for the response stream to start while the response channel is not made yet. */
+  private onStreamMade: ((stream: ResponseStream) => void) | undefined;
+  /** Buffered body bytes counted against the channel budget while `request_body` is only reserved. */
+  private reservedBytes = 0;
+  private closed = false;
   /** The whole body reached the channel (the connection can be reused). */
   private bodyConsumed = false;
 
   constructor(
     private readonly registry: ChannelRegistry,
-    source: RequestBodySource | undefined,
-    res: ServerResponse,
-    engineHeaders: Record<string, string>,
-    headOnly: boolean,
+    private readonly source: RequestBodySource | undefined,
+    private readonly res: ServerResponse,
+    private readonly engineHeaders: Record<string, string>,
+    private readonly headOnly: boolean,
     /** The stream_body_limit; 0 is none. */
-    maxStreamedBytes: number,
+    private readonly maxStreamedBytes: number,
   ) {
     // One key for both: whoever holds one ref of this request holds the other.
-    const key = randomUUID();
-    this.requestBody = registry.create(maxStreamedBytes > 0 ? { maxBytesIn: maxStreamedBytes } : {}, key);
-    this.response = registry.create({}, key);
-    this.stream = new ResponseStream(res, engineHeaders, headOnly);
-    const feedback = this.response.attachReader(this.stream);
-    if (feedback !== undefined) this.stream.bind(feedback);
-    this.feedBody(source);
+    this.key = randomUUID();
+    this.requestBodyId = registry.reserve(this.key, (id) => this.makeRequestBody(id));
+    this.responseId = registry.reserve(this.key, (id) => this.makeResponse(id));
+    if (source?.kind === 'streamed') {
+      registry.materialise(this.requestBodyId);
+    } else {
+      // A buffered body is whole already; it counts against the budget as if it sat in its channel.
+      this.bodyConsumed = true;
+      const bytes = source?.bytes.length ?? 0;
+      if (bytes > 0) {
+        this.reservedBytes = bytes;
+        registry.budget.take(bytes);
+      }
+    }
   }
 
   /** The refs spliced into the handler's ApiRequest, as iii names them (ids and keys need no escaping). */
   refsJson(): string {
-    const { requestBody: body, response } = this;
+    const { requestBodyId, responseId, key } = this;
     return (
-      `"request_body":{"channel_id":"${body.id}","access_key":"${body.key}","direction":"read"},` +
-      `"response":{"channel_id":"${response.id}","access_key":"${response.key}","direction":"write"}`
+      `"request_body":{"channel_id":"${requestBodyId}","access_key":"${key}","direction":"read"},` +
+      `"response":{"channel_id":"${responseId}","access_key":"${key}","direction":"write"}`
     );
   }
 
@@ -81,7 +104,13 @@ export class RequestChannels {
    * on the channel wins; a non-empty result wins; a result of nothing waits for the channel.
    */
   async answer(outcome: Promise<InvocationOutcome>, deadline: number): Promise<HandlerAnswer> {
-    const first = await Promise.race([outcome.then((value) => ({ from: 'outcome' as const, value })), this.stream.started.then((start) => ({ from: 'stream' as const, start }))]);
+    const first = await new Promise<First>((resolve) => {
+      void outcome.then((value) => resolve({ from: 'outcome', value }));
+      const raceStream = (stream: ResponseStream): void => void stream.started.then((start) => resolve({ from: 'stream', start }));
+      if (this.stream !== undefined) raceStream(this.stream);
+      else this.onStreamMade = raceStream;
+    });
+    this.onStreamMade = undefined;
     if (first.from === 'stream') {
       const { start } = first;
       if (start.kind === 'streaming') return this.streaming(outcome);
@@ -100,8 +129,10 @@ export class RequestChannels {
       return { kind: 'outcome', outcome: result };
     }
     // Nothing returned: the answer is on the response channel, if the worker opened it.
-    const waitMs = Math.min(deadline - performance.now(), this.response.isClaimed('write') ? Number.POSITIVE_INFINITY : RESPONSE_ATTACH_GRACE_MS);
-    const start = await within(this.stream.started, waitMs);
+    const claimed = this.response !== undefined && this.response.isClaimed('write');
+    const waitMs = Math.min(deadline - performance.now(), claimed ? Number.POSITIVE_INFINITY : RESPONSE_ATTACH_GRACE_MS);
+    const start = await within(this.streamStarted(), waitMs);
+    this.onStreamMade = undefined;
     if (start !== undefined && start.kind === 'streaming') return this.streaming(outcome);
     if (start !== undefined && start.kind === 'empty') {
       this.close('response sent');
@@ -113,25 +144,69 @@ export class RequestChannels {
 
   /** Destroys both channels (the request is over); a worker that opens them later is refused. */
   close(reason: string): void {
-    this.requestBody.destroy(reason);
-    if (!this.stream.isStreaming) this.response.destroy(reason);
+    if (!this.closed) {
+      this.closed = true;
+      this.registry.release(this.requestBodyId);
+      this.registry.release(this.responseId);
+      this.giveReservedBytes();
+    }
+    this.requestBody?.destroy(reason);
+    if (this.stream === undefined || !this.stream.isStreaming) this.response?.destroy(reason);
+  }
+
+  /** When the response stream starts; made when the response channel is (a worker claimed it). */
+  private streamStarted(): Promise<StreamStart> {
+    if (this.stream !== undefined) return this.stream.started;
+    return new Promise((resolve) => {
+      this.onStreamMade = (stream) => void stream.started.then(resolve);
+    });
+  }
+
+  private makeResponse(id: string): Channel {
+    const response = this.registry.create({}, this.key, id);
+    const stream = new ResponseStream(this.res, this.engineHeaders, this.headOnly);
+    const feedback = response.attachReader(stream);
+    if (feedback !== undefined) stream.bind(feedback);
+    this.response = response;
+    this.stream = stream;
+    this.onStreamMade?.(stream);
+    return response;
+  }
+
+  private makeRequestBody(id: string): Channel {
+    const { maxStreamedBytes } = this;
+    const channel = this.registry.create(maxStreamedBytes > 0 ? { maxBytesIn: maxStreamedBytes } : {}, this.key, id);
+    this.requestBody = channel;
+    // The channel counts the body from here on.
+    this.giveReservedBytes();
+    this.feedBody(channel, this.source);
+    return channel;
+  }
+
+  private giveReservedBytes(): void {
+    if (this.reservedBytes === 0) return;
+    this.registry.budget.give(this.reservedBytes);
+    this.reservedBytes = 0;
   }
 
   private streaming(outcome: Promise<InvocationOutcome>): HandlerAnswer {
+    const stream = this.stream as ResponseStream;
     // The handler may go on after the body started (SSE); a failure of it cuts the stream, since its
     // writer would otherwise never close. A timeout does not: a stream may outlive the deadline.
     void outcome.then((result) => {
-      if (!result.ok && !(result.failure.source === 'engine' && result.failure.code === 'TIMEOUT')) this.stream.cut(`handler failed: ${result.failure.message}`);
+      if (!result.ok && !(result.failure.source === 'engine' && result.failure.code === 'TIMEOUT')) stream.cut(`handler failed: ${result.failure.message}`);
     });
-    const ended = this.stream.ended.then((end) => {
-      this.requestBody.destroy('response ended');
+    const ended = stream.ended.then((end) => {
+      this.registry.release(this.requestBodyId);
+      this.giveReservedBytes();
+      this.requestBody?.destroy('response ended');
       return end;
     });
     return { kind: 'streaming', ended };
   }
 
-  private feedBody(source: RequestBodySource | undefined): void {
-    const input = this.requestBody.attachWriter(
+  private feedBody(channel: Channel, source: RequestBodySource | undefined): void {
+    const input = channel.attachWriter(
       source?.kind === 'streamed' ? { pause: () => source.req.pause(), resume: () => source.req.resume(), abort: () => source.req.pause() } : BUFFERED_BODY,
     );
     if (input === undefined) return;

@@ -254,6 +254,30 @@ describe('ChannelRegistry', () => {
     expect(registry.size).toBe(0);
   });
 
+  it('makes a reserved channel on the first claim with its key, and never after it was released', () => {
+    const registry = new ChannelRegistry('p', silent);
+    let made = 0;
+    const id = registry.reserve('k', (reservedId) => {
+      made++;
+      return registry.create({}, 'k', reservedId);
+    });
+    expect(id.startsWith(`${registry.tag}-`)).toBe(true);
+    expect(registry.size).toBe(1);
+    expect(registry.claim(id, 'wrong', 'read')).toEqual({ ok: false, reason: 'not_found' });
+    expect(made).toBe(0);
+    const claimed = registry.claim(id, 'k', 'read');
+    expect(claimed.ok && claimed.channel.id).toBe(id);
+    expect(made).toBe(1);
+    expect(registry.claim(id, 'k', 'write').ok).toBe(true);
+    expect(made).toBe(1);
+    expect(registry.size).toBe(1);
+    const released = registry.reserve('k', () => {
+      throw new Error('released reservations are never made');
+    });
+    registry.release(released);
+    expect(registry.claim(released, 'k', 'read')).toEqual({ ok: false, reason: 'not_found' });
+  });
+
   it("clamps a channel's buffer to 1..1024 items, as iii", () => {
     expect(channelLimits(0).maxQueuedItems).toBe(1);
     expect(channelLimits(5000).maxQueuedItems).toBe(MAX_BUFFER_ITEMS);

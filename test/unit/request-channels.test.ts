@@ -79,4 +79,62 @@ describe('RequestChannels', () => {
     expect(await answered).toEqual({ kind: 'outcome', outcome: failure });
     expect(registry.size).toBe(0);
   });
+
+  it('makes a channel only when a worker claims it, with the body and the engine\'s ends as if it had always been there', async () => {
+    const registry = new ChannelRegistry('p', silent);
+    const channels = new RequestChannels(registry, { kind: 'buffered', bytes: Buffer.from('hello') }, res, {}, false, 0);
+    const refs = refsOf(channels);
+    // The buffered body counts against the process's channel budget before the channel exists.
+    expect(registry.bufferedBytes).toBe(5);
+    // The engine holds the writing end of request_body and the reading end of response.
+    expect(registry.claim(refs.body.id, refs.body.key, 'write')).toEqual({ ok: false, reason: 'in_use' });
+    expect(registry.claim(refs.response.id, refs.response.key, 'read')).toEqual({ ok: false, reason: 'in_use' });
+    expect(registry.bufferedBytes).toBe(5);
+    const claimed = registry.claim(refs.body.id, refs.body.key, 'read');
+    if (!claimed.ok) throw new Error('claim failed');
+    // Now it sits in the channel's queue: counted once.
+    expect(registry.bufferedBytes).toBe(5);
+    const items: string[] = [];
+    claimed.channel.attachReader({
+      write: (data, _binary, flushed) => {
+        items.push(data.toString());
+        flushed();
+        return true;
+      },
+      end: () => undefined,
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(items).toEqual(['hello']);
+    expect(registry.bufferedBytes).toBe(0);
+    expect(registry.claim(refs.body.id, refs.body.key, 'read')).toEqual({ ok: false, reason: 'not_found' });
+    const outcome: InvocationOutcome = { ok: true, value: { status_code: 200 } };
+    await channels.answer(Promise.resolve(outcome), performance.now() + 1000);
+    expect(registry.bufferedBytes).toBe(0);
+    expect(registry.size).toBe(0);
+  });
+
+  it('gives the reserved body bytes back when the handler answers without opening request_body', async () => {
+    const registry = new ChannelRegistry('p', silent);
+    const channels = new RequestChannels(registry, { kind: 'buffered', bytes: Buffer.alloc(1000) }, res, {}, false, 0);
+    expect(registry.bufferedBytes).toBe(1000);
+    const outcome: InvocationOutcome = { ok: true, value: { status_code: 200 } };
+    await channels.answer(Promise.resolve(outcome), performance.now() + 1000);
+    expect(registry.bufferedBytes).toBe(0);
+  });
+
+  it('answers from a response channel the worker opens after its handler returned nothing', async () => {
+    const registry = new ChannelRegistry('p', silent);
+    const channels = new RequestChannels(registry, undefined, res, {}, false, 0);
+    const refs = refsOf(channels);
+    const nothing: InvocationOutcome = { ok: true, value: null };
+    const answered = channels.answer(Promise.resolve(nothing), performance.now() + 5000);
+    await new Promise((resolve) => setImmediate(resolve));
+    const claimed = registry.claim(refs.response.id, refs.response.key, 'write');
+    if (!claimed.ok) throw new Error('claim failed');
+    const input = claimed.channel.attachWriter(noControl);
+    input?.push(Buffer.from(JSON.stringify({ type: 'set_status', status_code: 202 })), false);
+    input?.end('complete', 'stream_complete');
+    expect(await answered).toEqual({ kind: 'empty', status: 202, headers: [] });
+    expect(registry.size).toBe(0);
+  });
 });
