@@ -343,11 +343,19 @@ describe('the documented commands, run as pasted (examples/README.md, README.md)
     rmSync(scratch, { recursive: true, force: true });
   }, 60_000);
 
-  /** Replays `curlLine` of `block` once the route answers (a person waits for the worker to start), and checks the output shown under it. */
-  async function curlAsShown(block: string, curlLine: string, ready: (status: number) => boolean = (s) => s !== 404) {
-    const url = shellWords(curlLine).find((w) => w.startsWith('http://')) as string;
-    await waitForStatus(url.replace('http://127.0.0.1:3111', engine.httpUrl), ready, {}, WORKER_READY_MS);
-    const result = await replayCurl(curlLine, engine.httpUrl);
+  /**
+   * Replays `curlLine` of `block` once the route answers as `ready` wants (a person waits for the worker
+   * to start; 200 by default: an earlier test's worker on the same route may still be in its reconnect
+   * grace, answering 503), and checks the output shown under it.
+   */
+  async function curlAsShown(block: string, curlLine: string, ready: (status: number) => boolean = (s) => s === 200) {
+    const deadline = Date.now() + WORKER_READY_MS;
+    let result = await replayCurl(curlLine, engine.httpUrl);
+    while (!ready(result.status)) {
+      if (Date.now() > deadline) throw new Error(`${curlLine}: still ${result.status} after ${WORKER_READY_MS} ms: ${result.printed.slice(0, 200)}`);
+      await new Promise((r) => setTimeout(r, 100));
+      result = await replayCurl(curlLine, engine.httpUrl);
+    }
     const expected = expectedOutput(block, curlLine);
     if (expected !== undefined) expect(result.printed).toMatch(expected);
     return result;
