@@ -6,6 +6,12 @@ import { WarnThrottle } from './warn-throttle.js';
 /** The three kinds of OTLP data a worker sends (the telemetry intake's TelemetryKind). */
 export type TelemetryKind = 'traces' | 'metrics' | 'logs';
 
+/** One telemetry socket as the sinks see it: what its sender has told about itself so far. */
+export interface TelemetrySource {
+  /** The worker id the sender's own metrics name (iii-sdk's worker gauges carry `worker.id`), once seen. */
+  workerId?: string;
+}
+
 /** The OTLP/HTTP path of each kind of worker telemetry. */
 const PATHS: Record<TelemetryKind, string> = { traces: '/v1/traces', metrics: '/v1/metrics', logs: '/v1/logs' };
 /** Bound on telemetry waiting to be sent, per process: past it, frames are dropped (and counted). */

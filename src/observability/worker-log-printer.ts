@@ -1,8 +1,7 @@
 import type { Logger } from 'pino';
 import type { ObservabilityConfig } from '../config/types.js';
 import { isPlainObject } from '../values.js';
-import type { TelemetrySource } from '../workers/telemetry-intake.js';
-import type { TelemetryKind } from './otlp-relay.js';
+import type { TelemetryKind, TelemetrySource } from './otlp-relay.js';
 
 type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
 

@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
-import type { TelemetryKind } from '../observability/otlp-relay.js';
+import type { TelemetryKind, TelemetrySource } from '../observability/otlp-relay.js';
 
 /**
  * The `/otel` socket of the worker port (docs/protocol.md#telemetry): iii-sdk sends its traces,
@@ -12,13 +12,7 @@ import type { TelemetryKind } from '../observability/otlp-relay.js';
  * it before `ws` can buffer more, and the heartbeat drops sockets that go silent.
  */
 /** The three kinds of OTLP data a worker sends (defined with the relay that exports them). */
-export type { TelemetryKind };
-
-/** One telemetry socket as the sinks see it: what its sender has told about itself so far. */
-export interface TelemetrySource {
-  /** The worker id the sender's own metrics name (iii-sdk's worker gauges carry `worker.id`), once seen. */
-  workerId?: string;
-}
+export type { TelemetryKind, TelemetrySource };
 
 /** Where decoded frames go: `true` if taken, `false` if its queue is full (counted as dropped). */
 export interface TelemetrySink {
