@@ -46,12 +46,15 @@ async function main(): Promise<void> {
     for (const pid of pids) if (isRunning(pid)) maxRss.set(pid, Math.max(maxRss.get(pid) ?? 0, rssMb(pid)));
   }, 1000);
 
+  /** A legitimate worker's socket closing during the run (the engine dropped it, or it failed). */
+  const legitClosed: { node: number; at: number; code: number; reason: string }[] = [];
   // Legitimate traffic: a worker on each node, requests to both nodes all along.
   const legit = await Promise.all(nodes.map(async (n, i) => {
     const w = await RawWorker.connect(n.workerUrl);
     w.route(`legit::${i}`, 'GET', `/legit/${i}`);
     w.serve(`legit::${i}`, () => ({ status_code: 200, body: { ok: i } }));
     await w.sync();
+    void w.closed.then(({ code, reason }) => legitClosed.push({ node: i, at: Date.now(), code, reason }));
     return w;
   }));
   for (const n of nodes) for (const i of [0, 1]) {
@@ -242,6 +245,7 @@ async function main(): Promise<void> {
     legitFailed: counts.legitFailed,
     legitPerMinute: perMinute,
     legitStatuses: statuses,
+    legitWorkersClosed: legitClosed.map(({ at, ...rest }) => ({ ...rest, atSecond: Math.round((at - started) / 1000) })),
     rssAfterSetupMb: rssAfterSetup,
     channelsHeld,
     attackRounds: counts.attacks,
