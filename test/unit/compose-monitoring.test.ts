@@ -10,26 +10,13 @@ import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfigText } from '../../src/config/load.js';
 import { ROOT } from '../support/processes.js';
+import type { Service } from '../support/compose.js';
+import { mounts } from '../support/compose.js';
 
-type Service = Record<string, any>;
 const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 const compose = parseYaml(read('docker-compose.yml')) as { services: Record<string, Service> };
 const services = compose.services;
 
-interface Mount {
-  source: string;
-  target: string;
-  readOnly: boolean;
-}
-function mounts(service: Service): Mount[] {
-  return (service.volumes ?? []).map((v: any): Mount => {
-    if (typeof v === 'string') {
-      const [source = '', target = '', mode = ''] = v.split(':');
-      return { source, target, readOnly: mode.split(',').includes('ro') };
-    }
-    return { source: v.source, target: v.target, readOnly: v.read_only === true };
-  });
-}
 /** The repository file mounted at `target` in `service` (a file mount, or a file under a directory mount). */
 function mountedFile(service: Service, target: string): string | undefined {
   for (const m of mounts(service)) {

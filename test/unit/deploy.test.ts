@@ -5,6 +5,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { ConfigError, loadConfigText } from '../../src/config/load.js';
 import type { EngineConfig } from '../../src/config/types.js';
+import type { Service } from '../support/compose.js';
+import { mounts } from '../support/compose.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -20,7 +22,6 @@ const exists = (path: string) => existsSync(join(ROOT, path));
 
 // ─── helpers: docker-compose ──────────────────────────────────────────────────────────────────────────
 
-type Service = Record<string, any>;
 
 /** `environment` as a map, whichever of the two compose forms (map or `KEY=value` list) is used. */
 function environment(service: Service): Record<string, string> {
@@ -36,22 +37,7 @@ function environment(service: Service): Record<string, string> {
   return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)]));
 }
 
-interface Mount {
-  source: string;
-  target: string;
-  readOnly: boolean;
-}
 
-/** `volumes` as mounts, from the long form or the short `src:dst[:ro]` form. */
-function mounts(service: Service): Mount[] {
-  return (service.volumes ?? []).map((v: any): Mount => {
-    if (typeof v === 'string') {
-      const [source = '', target = '', mode = ''] = v.split(':');
-      return { source, target, readOnly: mode.split(',').includes('ro') };
-    }
-    return { source: v.source, target: v.target, readOnly: v.read_only === true };
-  });
-}
 
 /** `depends_on` as name → condition, from the list form (service_started) or the map form. */
 function dependsOn(service: Service): Record<string, string> {

@@ -1,4 +1,5 @@
 import type { IpcChannel } from '../../bus/ipc-channel.js';
+import { IpcRequester } from '../../bus/ipc-requests.js';
 import type { LeaseStore } from './lease-store.js';
 import type { DeadLetterView, LaneSettings, LaneStats, QueueJob } from './queue-job.js';
 
@@ -39,10 +40,6 @@ export function isQueueRequest(message: unknown): message is QueueRequestMessage
   return isObject(message) && message.sy === 'queue' && typeof message.id === 'number' && QUEUE_OPS.includes(message.op as QueueOp) && Array.isArray(message.args);
 }
 
-function isQueueReply(message: unknown): message is QueueReplyMessage {
-  return isObject(message) && message.sy === 'queue-reply' && typeof message.id === 'number';
-}
-
 function isQueueReady(message: unknown): message is QueueReadyMessage {
   return isObject(message) && message.sy === 'queue-ready' && typeof message.lane === 'string';
 }
@@ -50,23 +47,17 @@ function isQueueReady(message: unknown): message is QueueReadyMessage {
 /** A request the primary has not answered within this fails (the consumer retries; leases cover the rest). */
 const REQUEST_TIMEOUT_MS = 5_000;
 
-interface Pending {
-  resolve: (value: unknown) => void;
-  reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
-}
-
 export class IpcQueueStore implements LeaseStore {
-  private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  /** Requests and their answers (`sy: "queue"` / `"queue-reply"`): the bus's one request/answer helper. */
+  private readonly requests: IpcRequester<{ op: QueueOp; args: unknown[] }>;
   private readonly unsubscribe: () => void;
-  private closed = false;
   private readonly readyListeners: ((lane: string) => void)[] = [];
+  private closed = false;
 
-  constructor(private readonly channel: IpcChannel) {
+  constructor(channel: IpcChannel) {
+    this.requests = new IpcRequester(channel, 'queue', REQUEST_TIMEOUT_MS, (body) => `queue ${body.op}`);
     this.unsubscribe = channel.onMessage((message) => {
-      if (isQueueReply(message)) this.settle(message);
-      else if (isQueueReady(message)) for (const listener of this.readyListeners) listener(message.lane);
+      if (isQueueReady(message)) for (const listener of this.readyListeners) listener(message.lane);
     });
   }
 
@@ -75,26 +66,7 @@ export class IpcQueueStore implements LeaseStore {
   }
 
   private request<T>(op: QueueOp, args: unknown[]): Promise<T> {
-    if (this.closed) return Promise.reject(new Error('the queue store link is closed'));
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(new Error(`the primary did not answer queue ${op} within ${REQUEST_TIMEOUT_MS} ms`));
-      }, REQUEST_TIMEOUT_MS);
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
-      const message: QueueRequestMessage = { sy: 'queue', id, op, args };
-      this.channel.send(message);
-    });
-  }
-
-  private settle(reply: QueueReplyMessage): void {
-    const pending = this.pending.get(reply.id);
-    if (pending === undefined) return;
-    this.pending.delete(reply.id);
-    clearTimeout(pending.timer);
-    if (reply.ok) pending.resolve(reply.value);
-    else pending.reject(new Error(reply.message ?? 'queue request failed'));
+    return this.requests.request({ op, args }) as Promise<T>;
   }
 
   enqueue(job: QueueJob): Promise<void> {
@@ -145,12 +117,8 @@ export class IpcQueueStore implements LeaseStore {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      this.requests.close();
       this.unsubscribe();
-      for (const [id, pending] of this.pending) {
-        clearTimeout(pending.timer);
-        pending.reject(new Error('the queue store link closed'));
-        this.pending.delete(id);
-      }
     }
     return Promise.resolve();
   }
