@@ -29,6 +29,7 @@ import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/work
 import { WorkerServer } from './workers/worker-server.js';
 import { ConflictRefusals } from './workers/conflict-refusals.js';
 import { TriggerDelivery } from './workers/trigger-delivery.js';
+import { FreshnessBarrier } from './cluster/freshness.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
 import { logFunctions } from './engine-functions/log.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
@@ -104,6 +105,7 @@ export class Engine {
   private readonly membership: ClusterMembership | undefined;
   /** iii's state, stream, pubsub, cron, queue modules (src/modules/). */
   private readonly modules: ModuleHost;
+  private readonly freshness: FreshnessBarrier | undefined;
   private phase: Phase = 'created';
   private closing: Promise<void> | undefined;
 
@@ -133,7 +135,23 @@ export class Engine {
     for (const [id, fn] of logFunctions(logger.child({ module: 'worker-log' }))) this.engineFunctions.register(id, fn);
     this.httpFunctions = new HttpFunctionCaller(config.httpFunctions, options.env ?? {});
     // Worker-provided trigger types: after every rebuild, each provider here gets what it should hold.
-    const delivery = new TriggerDelivery(this.hub.ownerId, () => this.hub.all(), logger.child({ module: 'triggers' }));
+    // A cluster child first makes sure its copy of the siblings' triggers is current (freshness.ts).
+    this.freshness =
+      cluster === undefined || options.primary === undefined
+        ? undefined
+        : new FreshnessBarrier(options.primary, {
+            peerId: this.hub.ownerId,
+            flush: () => this.membership?.flush(),
+            heldVersions: () => this.table.ownerVersions(),
+            onChange: (listener) => this.table.onChange(listener),
+          });
+    const barrier = this.freshness;
+    const delivery = new TriggerDelivery(
+      this.hub.ownerId,
+      () => this.hub.all(),
+      logger.child({ module: 'triggers' }),
+      barrier === undefined ? undefined : { pass: () => barrier.pass(), retry: () => this.table.markChanged() },
+    );
     this.table.onChange(() => delivery.reconcile(this.table.snapshotsHeld()));
     this.metrics = new EngineMetrics({
       connectedWorkers: () => this.hub.size,
@@ -325,7 +343,10 @@ export class Engine {
       this.options.logger.info({ inFlight: this.pipeline.activeRequests }, 'draining');
       const grace = this.options.drainGraceMs ?? DEFAULT_DRAIN_GRACE_MS;
       const steps: [string, () => Promise<void> | undefined][] = [
-        ['bus', () => this.membership?.leave()],
+        ['bus', () => {
+          this.freshness?.close();
+          return this.membership?.leave();
+        }],
         ['http', () => this.httpServer.close(grace)],
         ['forward', () => this.forwardServer?.close()],
         ['channels', () => {

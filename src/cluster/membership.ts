@@ -44,6 +44,8 @@ export class ClusterMembership {
   /** What the last publish cost this process (snapshot and send), in ms. */
   private lastPublishCostMs = 0;
   private closed = false;
+  /** The version of the local snapshot last published. */
+  private publishedVersion: number | undefined;
 
   constructor(private readonly options: MembershipOptions) {}
 
@@ -111,6 +113,20 @@ export class ClusterMembership {
     return asked;
   }
 
+  /**
+   * Publishes pending local registrations now instead of at the end of the coalescing delay (a
+   * sibling's freshness barrier, src/cluster/freshness.ts); returns the version last published, or
+   * undefined before joining.
+   */
+  flush(): number | undefined {
+    if (this.publishTimer !== undefined) {
+      clearTimeout(this.publishTimer);
+      this.publishTimer = undefined;
+      this.publishNow();
+    }
+    return this.publishedVersion;
+  }
+
   /** Leaves the bus (peers stop sending here). Idempotent. */
   async leave(): Promise<void> {
     this.closed = true;
@@ -145,7 +161,9 @@ export class ClusterMembership {
     const endpoint = this.endpointValue;
     if (endpoint === undefined || this.closed) return;
     const started = performance.now();
-    this.options.bus.publish(toWireSnapshot({ ...this.options.local.snapshot(), endpoint, publishedAt: Date.now() }));
+    const snapshot = this.options.local.snapshot();
+    this.options.bus.publish(toWireSnapshot({ ...snapshot, endpoint, publishedAt: Date.now() }));
+    this.publishedVersion = snapshot.version;
     this.lastPublishCostMs = performance.now() - started;
   }
 }

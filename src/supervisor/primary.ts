@@ -11,6 +11,7 @@ import type { AdminQueryMessage } from './child-messages.js';
 import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from './child-messages.js';
 import type { IpcChannel } from '../bus/ipc-channel.js';
 import { IpcRelay } from '../bus/ipc-relay.js';
+import { FreshnessHost } from '../cluster/freshness.js';
 import { defaultNodeId } from '../cluster/peer-id.js';
 import type { BusState } from './node-health.js';
 import { busState, nodeReady } from './node-health.js';
@@ -70,6 +71,8 @@ export interface PrimaryOptions {
 export class Primary {
   private readonly slots: Slot[] = [];
   private readonly relay: IpcRelay;
+  /** Answers a child's freshness barrier by asking its siblings (src/cluster/freshness.ts). */
+  private readonly freshness = new FreshnessHost();
   /** Embedded mode: the one copy of the modules' kv stores, and the cluster's leases (docs/modules.md). */
   private readonly kvHost: KvHost | undefined;
   /** Embedded mode with iii-queue: the one copy of the queue's messages (docs/queue.md#embedded). */
@@ -173,6 +176,7 @@ export class Primary {
     slot.status = undefined;
     slot.startedAt = Date.now();
     this.relay.attach(channel);
+    this.freshness.attach(channel);
     this.kvHost?.attach(channel);
     this.queueHost?.attach(channel);
     worker.on('message', (message: unknown) => {
@@ -227,6 +231,7 @@ export class Primary {
   private onExit(slot: Slot, worker: ClusterWorker, code: number | null, signal: string | null): void {
     if (slot.channel !== undefined) {
       this.relay.detach(slot.channel);
+      this.freshness.detach(slot.channel);
       this.kvHost?.detach(slot.channel);
       this.queueHost?.detach(slot.channel);
     }

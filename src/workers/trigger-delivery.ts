@@ -19,12 +19,20 @@ export interface TriggerProvider {
  * A trigger whose type has no provider is parked: it is delivered when one registers the type, and
  * again to a provider that reconnects. Runs on every table rebuild, on every process; only the
  * process holding the provider's socket sends anything.
+ *
+ * With a `freshness` barrier (a cluster child), a type newly provided here is served only once the
+ * barrier has passed: this process's copy of its siblings' registrations may lag by a publish, and a
+ * provider must not be handed a trigger whose owner had already left a sibling when it registered.
  */
 export class TriggerDelivery {
+  /** Per provider connection: its types whose barrier has passed, and those still waiting. */
+  private readonly fresh = new WeakMap<TriggerProvider, Map<string, 'waiting' | 'passed'>>();
+
   constructor(
     private readonly ownerId: string,
     private readonly connections: () => Iterable<TriggerProvider>,
     private readonly logger: Logger,
+    private readonly freshness?: { pass(): Promise<void>; retry(): void },
   ) {}
 
   reconcile(snapshots: readonly OwnerSnapshot[]): void {
@@ -50,6 +58,7 @@ export class TriggerDelivery {
       for (const type of connection.triggerTypes.keys()) {
         const provider = providers.get(type);
         if (provider?.ownerId !== this.ownerId || provider.record.workerId !== connection.id) continue;
+        if (!this.passed(connection, type)) continue;
         for (const trigger of byType.get(type) ?? []) wanted.set(trigger.id, trigger);
       }
       for (const [id, held] of connection.delivered) {
@@ -65,6 +74,26 @@ export class TriggerDelivery {
         this.logger.debug({ triggerId: id, triggerType: trigger.triggerType, provider: connection.id }, 'trigger delivered to its provider');
       }
     }
+  }
+
+  /** Whether `type` may be served on `connection` now; starts its freshness barrier the first time. */
+  private passed(connection: TriggerProvider, type: string): boolean {
+    const freshness = this.freshness;
+    if (freshness === undefined) return true;
+    let states = this.fresh.get(connection);
+    if (states === undefined) this.fresh.set(connection, (states = new Map<string, 'waiting' | 'passed'>()));
+    // A type unregistered and registered again waits for a barrier again.
+    for (const held of states.keys()) if (!connection.triggerTypes.has(held)) states.delete(held);
+    const state = states.get(type);
+    if (state !== undefined) return state === 'passed';
+    states.set(type, 'waiting');
+    const settled = states;
+    void freshness.pass().then(() => {
+      if (settled.get(type) !== 'waiting') return;
+      settled.set(type, 'passed');
+      freshness.retry();
+    });
+    return false;
   }
 }
 

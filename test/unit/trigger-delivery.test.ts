@@ -70,4 +70,31 @@ describe('TriggerDelivery', () => {
     delivery.reconcile([snapshot('peer', { customTriggers: [trigger('a', 'cron')] })]);
     expect(p.sent).toEqual([]);
   });
+
+  it('with a freshness barrier, serves a newly provided type only once the barrier has passed', async () => {
+    const p = provider('w1', [type('cron', 'w1', 10)]);
+    let open: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let passes = 0;
+    let retries = 0;
+    const delivery = new TriggerDelivery('me', () => [p], logger, {
+      pass: () => {
+        passes++;
+        return gate;
+      },
+      retry: () => retries++,
+    });
+    const mine = snapshot('me', { triggerTypes: [type('cron', 'w1', 10)] });
+    // What this process held when the type was registered: a trigger whose owner has since left.
+    delivery.reconcile([mine, snapshot('peer', { customTriggers: [trigger('gone', 'cron')] })]);
+    delivery.reconcile([mine, snapshot('peer', { version: 2, customTriggers: [trigger('a', 'cron')] })]);
+    expect(p.sent).toEqual([]);
+    open();
+    await gate;
+    await Promise.resolve();
+    expect(retries).toBe(1);
+    delivery.reconcile([mine, snapshot('peer', { version: 2, customTriggers: [trigger('a', 'cron')] })]);
+    expect(p.sent).toEqual(['+a']);
+    expect(passes).toBe(1);
+  });
 });
