@@ -274,7 +274,8 @@ export class RedisBus implements Bus {
       this.needFull = true;
       throw err;
     }
-    this.needFull = false;
+    // Only a full write rebuilds the checkpoint: a need found while a delta was in flight stays.
+    if (delta === undefined) this.needFull = false;
     this.announce = true;
     this.written = snapshot;
   }
@@ -293,11 +294,15 @@ export class RedisBus implements Bus {
 
   private async heartbeat(written: WireSnapshot): Promise<void> {
     const cmd = required(this.cmd);
-    if (!this.flushing && this.pending === undefined && !(await this.store.refreshLease(cmd))) {
-      // Re-checked after the await: a flush begun meanwhile writes a newer snapshot itself.
-      if (this.loaded && !this.flushing && this.pending === undefined && this.written !== undefined) {
+    // The lease is refreshed every interval, also while a write is in flight or waiting: a delta only
+    // appends to the log, so a peer whose changes never stop (a write always under way when the
+    // interval comes) would otherwise let its checkpoint lapse and be removed by every other node.
+    if (!(await this.store.refreshLease(cmd)) && this.loaded && this.written !== undefined) {
+      // Our checkpoint is gone: the next write must rebuild it (a delta in flight does not).
+      this.needFull = true;
+      // Re-checked after the await: a flush begun meanwhile writes the newer snapshot in full itself.
+      if (!this.flushing && this.pending === undefined) {
         this.log.info({ version: this.written.version }, 'own peer key gone: republishing');
-        this.needFull = true;
         await this.write(this.written);
       }
     }

@@ -132,4 +132,34 @@ describe('Redis bus protocol 2: deltas on a version chain', () => {
     expect(held.has(aId)).toBe(true);
     expect(await client.zscore(`${name}:alive`, aId)).not.toBeNull();
   });
+
+  it('keeps the lease of a peer whose writes never stop, so no other node drops its routes', async () => {
+    // Issue 23's attack run: a process whose changes never stop has a write in flight at every
+    // heartbeat. Its writes are slowed here (300 ms each, as megabyte messages on a loaded Redis are),
+    // and it changes every 20 ms for 3 leases: b must hold it all along.
+    const { a, held, aId } = await peers();
+    a.publish(snapshot(aId, 1, 1));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    const cmd = (a as unknown as { cmd: Redis }).cmd;
+    const multi = cmd.multi.bind(cmd);
+    cmd.multi = ((...args: Parameters<Redis['multi']>) => {
+      const pipeline = multi(...args);
+      const exec = pipeline.exec.bind(pipeline);
+      pipeline.exec = (async (...execArgs: Parameters<typeof exec>) => {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return exec(...execArgs);
+      });
+      return pipeline;
+    }) as typeof cmd.multi;
+    let version = 1;
+    let missing = 0;
+    const until = performance.now() + 3000;
+    while (performance.now() < until) {
+      a.publish(snapshot(aId, ++version, 1 + (version % 2)));
+      if (!held.has(aId)) missing++;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(missing).toBe(0);
+    expect(held.get(aId)?.version).toBeGreaterThan(2);
+  });
 });
