@@ -7,7 +7,9 @@
 // 32 MiB per-process bounds with 1,024-character ids, 16 MiB worker frames, and channels at their
 // caps (64 per worker, 256 per listener and process) with readers that never read, fed 256 KiB frames
 // (max_channel_frame_bytes) and 16 MiB ones (refused).
+import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import WebSocket from 'ws';
 import { http } from '../test/support/http.js';
@@ -21,7 +23,11 @@ import { freePort, startRedisServer } from '../test/support/redis.js';
 const args = process.argv.slice(2);
 const seconds = Number(args[args.indexOf('--seconds') + 1] ?? 20) || 20;
 const RSS_BOUND_MB = Number(process.env.ATTACK_RSS_BOUND_MB ?? 400);
-/** Parts to leave out, to measure the others alone: `ATTACK_SKIP=held-registrations,held-channels`. */
+/**
+ * Parts to leave out, to measure the others alone: `ATTACK_SKIP=held-registrations,held-channels`, or
+ * any loop by name (`bus-replay`, `framing`, `oversized-ids`, `channels`). ATTACK_LOG_DIR keeps the
+ * engines' logs (at ATTACK_LOG_LEVEL, default warn), each failed legitimate request and Redis's INFO.
+ */
 const SKIP = new Set((process.env.ATTACK_SKIP ?? '').split(',').filter((x) => x !== ''));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -32,7 +38,7 @@ async function main(): Promise<void> {
   const tenantPorts = [await freePort(), await freePort()];
   const node = (i: number) =>
     startEngine({
-      logLevel: 'warn',
+      logLevel: process.env.ATTACK_LOG_LEVEL ?? 'warn',
       cluster: { ...cluster, node_id: `node-${i}` },
       modules: [
         { name: 'iii-worker-manager', config: { host: '127.0.0.1', port: tenantPorts[i], max_registrations: 50, rbac: { expose_functions: ['match("t::*")'] } } },
@@ -79,6 +85,7 @@ async function main(): Promise<void> {
   let end = Number.POSITIVE_INFINITY;
   const running = () => Date.now() < end;
   const loop = async (what: string, everyMs: number, body: () => Promise<void>) => {
+    if (SKIP.has(what)) return;
     while (running()) {
       try {
         await body();
@@ -162,11 +169,14 @@ async function main(): Promise<void> {
   let legitRound = 0;
   /** Legitimate answers by status (0: no answer in time). */
   const statuses: Record<number, number> = {};
+  /** Each failed legitimate request: when (ms into the loops), which node was asked, what it answered. */
+  const failures: { atMs: number; node: number; status: number }[] = [];
   await Promise.all([
     loop('legit', 20, async () => {
       const n = nodes[legitRound % 2] as EngineHandle;
       const res = await http(`${n.httpUrl}/legit/${++legitRound % 2}`).catch(() => ({ status: 0 }));
       statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+      if (res.status !== 200 && failures.length < 500) failures.push({ atMs: Date.now() - started, node: (legitRound - 1) % 2, status: res.status });
       if (res.status === 200) {
         counts.legitOk++;
         minute().ok++;
@@ -224,8 +234,6 @@ async function main(): Promise<void> {
   clearInterval(loadSampler);
   for (const ws of channelSockets) ws.terminate();
   for (const w of held) await w.close().catch(() => undefined);
-  spy.disconnect();
-  publisher.disconnect();
   const alive = pids.filter((pid) => isRunning(pid));
   const sameChildren = nodes.every((n) => childPids(n.child.pid as number).every((pid) => pids.includes(pid)));
   const rss = Object.fromEntries([...maxRss].map(([pid, mb]) => [pid, Math.round(mb)]));
@@ -250,6 +258,15 @@ async function main(): Promise<void> {
     channelsHeld,
     attackRounds: counts.attacks,
   };
+  // ATTACK_LOG_DIR: keep every engine's log lines, the failures and Redis's INFO for reading afterwards.
+  const logDir = process.env.ATTACK_LOG_DIR;
+  if (logDir !== undefined && logDir !== '') {
+    nodes.forEach((n, i) => writeFileSync(join(logDir, `node-${i}.log`), [...n.stdout.lines, ...n.stderr.lines].join('\n')));
+    writeFileSync(join(logDir, 'failures.json'), JSON.stringify({ started: new Date(started).toISOString(), failures }));
+    writeFileSync(join(logDir, 'redis-info.txt'), `${await publisher.info('all').catch((e: unknown) => String(e))}\n${String(await publisher.client('LIST').catch((e: unknown) => String(e)))}`);
+  }
+  spy.disconnect();
+  publisher.disconnect();
   const pass = alive.length === pids.length && sameChildren && Object.values(rss).every((mb) => mb < RSS_BOUND_MB) && counts.legitFailed === 0 && perMinute.every((m, i) => m.ok > 0 || i === perMinute.length - 1);
   process.stdout.write(`${JSON.stringify({ ...report, pass })}\n`);
   for (const w of legit) await w.close().catch(() => undefined);
