@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import { listen } from '../net/listen.js';
+import { ignoreSocketError, listen } from '../net/listen.js';
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -113,6 +113,9 @@ export class WorkerServer {
     });
     this.wss = new WebSocketServer({ noServer: true, maxPayload: config.maxFrameBytes, perMessageDeflate: false });
     this.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      // Node takes its own error listener off a socket it hands to 'upgrade': without one, a reset
+      // from the client (a refused channel connect, say) would be an uncaught error that ends the process.
+      socket.on('error', ignoreSocketError);
       // A fault in handling one upgrade costs that connection, not the process and every request on it.
       try {
         this.handleUpgrade(request, socket, head);
