@@ -34,7 +34,11 @@ describe('worker calls on a two-process engine', () => {
           return true;
         } catch (err) {
           last = err;
-          if ((err as { code?: string }).code === 'function_not_found') return false;
+          const { code, message } = err as { code?: string; message?: string };
+          if (code === 'function_not_found') return false;
+          // An Enqueue whose provider's registration has not reached the caller's process yet (the
+          // provider may be on the other one): iii's answer with no provider, until it arrives.
+          if (code === 'enqueue_error' && String(message).includes('No queue provider')) return false;
           throw err;
         }
       },
