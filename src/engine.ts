@@ -256,8 +256,13 @@ export class Engine {
     this.workerServer = workerServer(config.workers, 0);
     this.extraWorkerServers = config.workers.extraListeners.map((listener, i) => workerServer(listener, i + 1));
     // Registrations another binding holds: this process drops its own losers and tells their workers.
-    this.conflicts = new ConflictRefusals(this.hub.ownerId, () => this.table.current(), (workerId) => this.hub.get(workerId)?.registrations, (kind) =>
-      this.metrics.registrationConflict(kind),
+    const conflictBarrier = this.freshness;
+    this.conflicts = new ConflictRefusals(
+      this.hub.ownerId,
+      () => this.table.current(),
+      (workerId) => this.hub.get(workerId)?.registrations,
+      (kind) => this.metrics.registrationConflict(kind),
+      conflictBarrier === undefined ? undefined : { pass: () => conflictBarrier.pass() },
     );
     this.table.onChange((state) => this.conflicts.seen(state));
     this.pipeline = new HttpPipeline({

@@ -41,6 +41,12 @@ export interface RegistrationConflict {
    * visible to the process that must refuse: it refuses at once (conflict-refusals.ts).
    */
   holderOwnerId: string;
+  /**
+   * The registration it lost to is of the same principal: the holder's worker may be leaving (a
+   * reconnect or redeploy takes the route back), so a holder on another process is checked against a
+   * fresh table first (conflict-refusals.ts).
+   */
+  samePrincipal: boolean;
 }
 
 /** An immutable view of the whole table; a request keeps the one it started with. */
@@ -332,6 +338,7 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
         workerId: candidate.trigger.workerId,
         id: candidate.trigger.id,
         holderOwnerId: reference.ownerId,
+        samePrincipal: principalOf(candidate) === principal,
         reason: `route ${candidate.trigger.http.httpMethod} ${candidate.trigger.http.apiPath} conflicts with ${reference.trigger.http.httpMethod} ${reference.trigger.http.apiPath}, registered earlier for function ${reference.trigger.functionId}${principalOf(candidate) === principal ? '' : ' by another principal'}; the earlier registration keeps the route`,
       });
       continue;
@@ -373,6 +380,7 @@ function holdersOfFunctions(snapshots: readonly OwnerSnapshot[], conflicts: Regi
         workerId: fn.workerId,
         id: fn.id,
         holderOwnerId: holders.get(fn.id)?.ownerId ?? snapshot.ownerId,
+        samePrincipal: false,
         reason: `function ${fn.id} is registered by another principal already`,
       });
     }

@@ -20,6 +20,13 @@ export interface ConflictHolder {
  * still hold CONFLICT_SETTLE_MS after it was first seen: the table is eventually consistent, so a
  * registration that looks like a conflict only because a peer's newer snapshot has not arrived yet
  * is not refused. Meanwhile the conflicting binding is not routed.
+ *
+ * One visible case is checked once more first: a holder of the registration's own principal on
+ * another process may be a worker that is leaving (its principal may take the route back, e.g. a
+ * reconnect), and its departure may still be on its way here. With a freshness barrier (a cluster
+ * child, cluster/freshness.ts) such a conflict is refused once this process holds every sibling's
+ * current snapshot and the conflict still stands: a round trip, not the settle time. Without one (a
+ * holder on another node), it waits out the settle time like a race.
  */
 export class ConflictRefusals {
   /** Conflicts seen and waiting out the settle time, by kind, worker and id. */
@@ -31,6 +38,8 @@ export class ConflictRefusals {
     private readonly current: () => RoutingState,
     private readonly holder: (workerId: string) => ConflictHolder | undefined,
     private readonly onRefused: (kind: RegistrationConflict['kind']) => void,
+    /** The siblings' freshness barrier (cluster children only). */
+    private readonly freshness?: { pass(): Promise<void> },
   ) {}
 
   /** After each table rebuild: refuses every visible conflict of this process, starts the settle time of a race. */
@@ -41,7 +50,21 @@ export class ConflictRefusals {
       const local = conflict.holderOwnerId === this.ownerId;
       // A race already waiting out its settle time is decided by it (a later build changes nothing).
       if (!local && this.pending.has(key)) continue;
-      if (local || !state.changedOwners.has(conflict.holderOwnerId)) {
+      const visible = local || !state.changedOwners.has(conflict.holderOwnerId);
+      if (visible && !local && conflict.samePrincipal && this.freshness !== undefined) {
+        // Refused once the table holds every sibling's current snapshot, if it still stands.
+        const timer = setTimeout(() => this.settle(key), CONFLICT_SETTLE_MS);
+        timer.unref();
+        this.pending.set(key, timer);
+        const settleNow = (): void => {
+          if (this.pending.get(key) !== timer) return;
+          clearTimeout(timer);
+          this.settle(key);
+        };
+        void this.freshness.pass().then(settleNow, settleNow);
+        continue;
+      }
+      if (visible && !(conflict.samePrincipal && !local)) {
         const pending = this.pending.get(key);
         if (pending !== undefined) clearTimeout(pending);
         this.pending.delete(key);

@@ -21,7 +21,7 @@ const snapshot = (ownerId: string, version: number, triggers: TriggerRecord[]): 
  * Process `local` with a table that also holds the sibling `remote`'s snapshot, as every child of a
  * cluster holds the whole table; `refused` lists the trigger ids it refused, in order.
  */
-function setup() {
+function setup(freshness?: { pass(): Promise<void> }) {
   const table = new RouteTable(false);
   let local = snapshot('local', 1, []);
   table.setLocalSource({ ownerId: 'local', snapshot: () => local });
@@ -31,6 +31,7 @@ function setup() {
     () => table.current(),
     () => ({ dropConflictingTrigger: (id) => refused.push(id), dropConflictingFunction: (id) => refused.push(id) }),
     () => undefined,
+    freshness,
   );
   table.onChange((state) => refusals.seen(state));
   const registerLocally = (trigger: TriggerRecord): void => {
@@ -49,11 +50,50 @@ describe('ConflictRefusals: at once when the conflict is visible, after the sett
     vi.useRealTimers();
   });
 
-  it("refuses at once a registration conflicting with a sibling's route this process already held", () => {
+  it("refuses at once a registration conflicting with another principal's route a sibling already held", () => {
+    const { table, refusals, refused, registerLocally } = setup();
+    table.applySnapshot(snapshot('remote', 1, [{ ...route('held', 'fa', '/c/:listId/:userId', 100, 'w-remote'), principal: 'rbac:tenant' }]));
+    table.current();
+    registerLocally(route('late', 'fb', '/c/:userId/:listId', 200, 'w-local'));
+    expect(refused).toEqual(['late']);
+    refusals.close();
+  });
+
+  it("refuses a conflict with its own principal's route on a sibling once the freshness barrier passed", async () => {
+    let pass: () => void = () => undefined;
+    const { table, refusals, refused, registerLocally } = setup({ pass: () => new Promise<void>((resolve) => (pass = resolve)) });
+    table.applySnapshot(snapshot('remote', 1, [route('held', 'fa', '/c/:listId/:userId', 100, 'w-remote')]));
+    table.current();
+    registerLocally(route('late', 'fb', '/c/:userId/:listId', 200, 'w-local'));
+    expect(refused).toEqual([]);
+    pass();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(refused).toEqual(['late']);
+    refusals.close();
+  });
+
+  it("does not refuse it when the barrier shows the sibling's worker gone (a reconnect takes its route back)", async () => {
+    let pass: () => void = () => undefined;
+    const { table, refusals, refused, registerLocally } = setup({ pass: () => new Promise<void>((resolve) => (pass = resolve)) });
+    table.applySnapshot(snapshot('remote', 1, [route('held', 'fa', '/c/:listId/:userId', 100, 'w-remote')]));
+    table.current();
+    registerLocally(route('late', 'fb', '/c/:userId/:listId', 200, 'w-local'));
+    // The sibling's snapshot without its departed worker arrives before the barrier passes.
+    table.applySnapshot(snapshot('remote', 2, []));
+    table.current();
+    pass();
+    await vi.advanceTimersByTimeAsync(CONFLICT_SETTLE_MS);
+    expect(refused).toEqual([]);
+    refusals.close();
+  });
+
+  it("waits out the settle time for its own principal's route on a process it has no barrier with (another node)", () => {
     const { table, refusals, refused, registerLocally } = setup();
     table.applySnapshot(snapshot('remote', 1, [route('held', 'fa', '/c/:listId/:userId', 100, 'w-remote')]));
     table.current();
     registerLocally(route('late', 'fb', '/c/:userId/:listId', 200, 'w-local'));
+    expect(refused).toEqual([]);
+    vi.advanceTimersByTime(CONFLICT_SETTLE_MS);
     expect(refused).toEqual(['late']);
     refusals.close();
   });

@@ -1113,7 +1113,7 @@ describe('RouteTable: what each build keeps (mutation-tested decisions)', () => 
     table.applySnapshot({ ownerId: 'p1', version: 1, functions: [{ id: 'f', workerId: 'w1', principal: 'A', registeredAt: 1 }], triggers: [] });
     table.applySnapshot({ ownerId: 'p2', version: 1, functions: [{ id: 'f', workerId: 'w2', principal: 'B', registeredAt: 2 }], triggers: [] });
     expect(table.current().conflicts).toEqual([
-      { kind: 'function', ownerId: 'p2', workerId: 'w2', id: 'f', holderOwnerId: 'p1', reason: 'function f is registered by another principal already' },
+      { kind: 'function', ownerId: 'p2', workerId: 'w2', id: 'f', holderOwnerId: 'p1', samePrincipal: false, reason: 'function f is registered by another principal already' },
     ]);
   });
 
