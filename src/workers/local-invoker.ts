@@ -9,9 +9,18 @@ export interface InvokableMember extends HubMember {
   fire(functionId: string, data: unknown, metadata?: unknown): boolean;
 }
 
+/** Where the engine notes which worker it sent each trace to (observability/trace-owners.ts). */
+export interface TraceNotes {
+  noteTraceparent(traceparent: string, workerId: string): void;
+}
+
 /** Invokes functions served by workers connected to this process. */
 export class LocalInvoker<C extends InvokableMember = InvokableMember> implements Invoker {
-  constructor(private readonly hub: WorkerHub<C>) {}
+  constructor(
+    private readonly hub: WorkerHub<C>,
+    /** With workers' log lines printed: each traced invocation's worker, to name the worker of their log records. */
+    private readonly traces?: TraceNotes,
+  ) {}
 
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome> {
     const connection = this.hub.pickOwner(functionId);
@@ -23,6 +32,7 @@ export class LocalInvoker<C extends InvokableMember = InvokableMember> implement
       return Promise.resolve(engineFailure('TIMEOUT', `deadline passed before ${functionId} was called`));
     }
     if (options.trace !== undefined) options.trace.workerId = connection.id;
+    if (options.traceparent !== undefined) this.traces?.noteTraceparent(options.traceparent, connection.id);
     return connection.invoke(functionId, data, remainingMs, options);
   }
 

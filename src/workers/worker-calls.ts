@@ -7,6 +7,7 @@ import type { EngineCaller, EngineFunctions } from './engine-functions.js';
 import { callReply } from './worker-call-reply.js';
 import { enqueueCall } from './worker-enqueue.js';
 import type { WorkerSession } from './worker-session.js';
+import type { TraceNotes } from './local-invoker.js';
 
 /** What the calls a worker makes need of the engine (a part of WorkerConnectionDeps). */
 export interface WorkerCallDeps {
@@ -19,6 +20,8 @@ export interface WorkerCallDeps {
   functionMetadata?: (functionId: string) => Record<string, unknown> | undefined;
   /** max_calls_in_flight refused a call (metrics). */
   onLimit?: (kind: 'calls_in_flight') => void;
+  /** Where the traces workers use are noted, to name the worker of their log records (observability/trace-owners.ts). */
+  traces?: TraceNotes;
 }
 
 /** The connection the calls come from: who calls (engine functions get it), its session, its socket. */
@@ -44,6 +47,8 @@ export class WorkerCalls {
 
   handle(message: InvokeFunctionMessage): void {
     const invocationId = message.invocation_id;
+    // A worker calling under a trace uses it too: a trace the callee also gets is then shared, not the callee's alone.
+    if (message.traceparent !== undefined) this.deps.traces?.noteTraceparent(message.traceparent, this.source.id);
     const session = this.source.session;
     if (session.policy.rbac !== undefined) {
       if (!session.mayCall(message.function_id, this.deps.functionMetadata?.(message.function_id))) {

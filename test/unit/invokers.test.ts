@@ -8,6 +8,7 @@ import { GraceInvoker } from '../../src/invocation/grace-invoker.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../../src/invocation/invoker.js';
 import { engineFailure } from '../../src/invocation/invoker.js';
 import type { FunctionRecord } from '../../src/routing/registrations.js';
+import { RecentTraceOwners } from '../../src/observability/trace-owners.js';
 import { RouteTable } from '../../src/routing/route-table.js';
 import type { InvokableMember } from '../../src/workers/local-invoker.js';
 import { LocalInvoker } from '../../src/workers/local-invoker.js';
@@ -125,6 +126,22 @@ describe('LocalInvoker', () => {
     }
     expect([a.calls.length, b.calls.length]).toEqual([2, 2]);
     expect(traces).toEqual(['a', 'b', 'a', 'b']);
+  });
+
+  it('notes which worker each traced call went to (the worker id of its log records), and nothing for an untraced one', async () => {
+    const a = member('a', ['f'], echo);
+    const b = member('b', ['f'], echo);
+    const owners = new RecentTraceOwners();
+    const invoker = new LocalInvoker(hubWith(a, b), owners);
+    const trace = '0af7651916cd43dd8448eb211c80319c';
+    await invoker.invoke('f', {}, { ...options(), traceparent: `00-${trace}-b7ad6b7169203331-01` });
+    expect(owners.ownerOf(trace)).toBe('a');
+    // The same trace to the other replica (round-robin): it names nobody now.
+    await invoker.invoke('f', {}, { ...options(), traceparent: `00-${trace}-00f067aa0ba902b7-01` });
+    expect(owners.ownerOf(trace)).toBeNull();
+    await invoker.invoke('f', {}, options());
+    expect(owners.size).toBe(1);
+    expect([a.calls.length, b.calls.length]).toEqual([2, 1]);
   });
 
   it('answers TIMEOUT without calling a worker when the deadline already passed', async () => {

@@ -5,12 +5,14 @@ import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Invoker } from '../../src/invocation/invoker.js';
+import { RecentTraceOwners } from '../../src/observability/trace-owners.js';
+import type { WorkerConnectionDeps } from '../../src/workers/worker-connection.js';
 import { WorkerConnection } from '../../src/workers/worker-connection.js';
 import { EngineFunctions } from '../../src/workers/engine-functions.js';
 import { WorkerHub } from '../../src/workers/worker-hub.js';
 
 /** A real ws pair over loopback; the engine side's TCP socket is wrapped to count cork/uncork. */
-async function connectedPair(): Promise<{ connection: WorkerConnection; client: WebSocket; socket: Socket; corks: () => number; server: Server; hub: WorkerHub<WorkerConnection> }> {
+async function connectedPair(extra: Partial<WorkerConnectionDeps> = {}): Promise<{ connection: WorkerConnection; client: WebSocket; socket: Socket; corks: () => number; server: Server; hub: WorkerHub<WorkerConnection> }> {
   const server = createServer();
   const wss = new WebSocketServer({ noServer: true });
   let corks = 0;
@@ -30,7 +32,7 @@ async function connectedPair(): Promise<{ connection: WorkerConnection; client: 
     uncork: () => socket.uncork(),
   };
   const hub = new WorkerHub<WorkerConnection>('p1');
-  const deps = { hub, invoker: {} as Invoker, logger: pino({ level: 'silent' }), ignoreTrailingSlash: false, workerCallTimeoutMs: 1000, engineFunctions: new EngineFunctions() };
+  const deps = { hub, invoker: {} as Invoker, logger: pino({ level: 'silent' }), ignoreTrailingSlash: false, workerCallTimeoutMs: 1000, engineFunctions: new EngineFunctions(), ...extra };
   const connection = new WorkerConnection(ws, deps, '127.0.0.1', transport);
   return { connection, client, socket, corks: () => corks, server, hub };
 }
@@ -96,5 +98,22 @@ describe('WorkerConnection sends', () => {
     const [code] = (await closed) as [number];
     expect(code).toBe(1011);
     await vi.waitFor(() => expect(pair.connection.closed).toBe(true));
+  });
+});
+
+describe('WorkerConnection calls', () => {
+  it("a worker's call under a trace notes the trace as the caller's too (a trace it shares with its callee names neither)", async () => {
+    const owners = new RecentTraceOwners();
+    const invoker: Invoker = { invoke: () => Promise.resolve({ ok: true, value: 1 }), fire: () => true, has: () => true };
+    const pair = await connectedPair({ invoker, traces: owners });
+    opened.push(pair);
+    pair.connection.start();
+    const trace = '0af7651916cd43dd8448eb211c80319c';
+    const answered = new Promise<string>((resolve) => pair.client.on('message', (data: Buffer) => {
+      if (data.toString().includes('"invocationresult"')) resolve(data.toString());
+    }));
+    pair.client.send(JSON.stringify({ type: 'invokefunction', invocation_id: 'c-1', function_id: 'other::fn', data: {}, traceparent: `00-${trace}-b7ad6b7169203331-01` }));
+    expect(JSON.parse(await answered)).toMatchObject({ invocation_id: 'c-1', result: 1 });
+    expect(owners.ownerOf(trace)).toBe(pair.connection.id);
   });
 });
