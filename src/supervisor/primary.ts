@@ -12,6 +12,7 @@ import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from 
 import type { IpcChannel } from '../bus/ipc-channel.js';
 import { IpcRelay } from '../bus/ipc-relay.js';
 import { FreshnessHost } from '../cluster/freshness.js';
+import { TraceOwnerHost } from '../cluster/trace-owner-questions.js';
 import { defaultNodeId } from '../cluster/peer-id.js';
 import type { BusState } from './node-health.js';
 import { busState, nodeReady } from './node-health.js';
@@ -73,6 +74,8 @@ export class Primary {
   private readonly relay: IpcRelay;
   /** Answers a child's freshness barrier by asking its siblings (src/cluster/freshness.ts). */
   private readonly freshness = new FreshnessHost();
+  /** Answers a child's question about a trace (whose worker its log record is) by asking its siblings. */
+  private readonly traceOwners = new TraceOwnerHost();
   /** Embedded mode: the one copy of the modules' kv stores, and the cluster's leases (docs/modules.md). */
   private readonly kvHost: KvHost | undefined;
   /** Embedded mode with iii-queue: the one copy of the queue's messages (docs/queue.md#embedded). */
@@ -177,6 +180,7 @@ export class Primary {
     slot.startedAt = Date.now();
     this.relay.attach(channel);
     this.freshness.attach(channel);
+    this.traceOwners.attach(channel);
     this.kvHost?.attach(channel);
     this.queueHost?.attach(channel);
     worker.on('message', (message: unknown) => {
@@ -232,6 +236,7 @@ export class Primary {
     if (slot.channel !== undefined) {
       this.relay.detach(slot.channel);
       this.freshness.detach(slot.channel);
+      this.traceOwners.detach(slot.channel);
       this.kvHost?.detach(slot.channel);
       this.queueHost?.detach(slot.channel);
     }
