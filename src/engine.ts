@@ -30,12 +30,14 @@ import { WorkerServer } from './workers/worker-server.js';
 import { ConflictRefusals } from './workers/conflict-refusals.js';
 import { TriggerDelivery } from './workers/trigger-delivery.js';
 import { FreshnessBarrier } from './cluster/freshness.js';
+import { TraceOwnerQuestions } from './cluster/trace-owner-questions.js';
 import { introspectionFunctions } from './engine-functions/introspection.js';
 import { logFunctions } from './engine-functions/log.js';
 import { HttpFunctionCaller } from './invocation/http-function-caller.js';
 import type { OtlpRelay } from './observability/otlp-relay.js';
 import { workerTelemetryRelay } from './observability/otlp-relay.js';
 import { WorkerLogPrinter, printsWorkerLogs, teeSinks } from './observability/worker-log-printer.js';
+import { RecentTraceOwners } from './observability/trace-owners.js';
 import { clusterWorkerCount, routeWorkerCounts } from './observability/cluster-census.js';
 import type { Tracing } from './observability/tracing.js';
 import { createTracing } from './observability/tracing.js';
@@ -106,6 +108,10 @@ export class Engine {
   /** iii's state, stream, pubsub, cron, queue modules (src/modules/). */
   private readonly modules: ModuleHost;
   private readonly freshness: FreshnessBarrier | undefined;
+  /** Which worker each recent trace went to, when workers' log lines are printed (their worker id). */
+  private readonly traceOwners: RecentTraceOwners | undefined;
+  /** A cluster child's questions to its siblings about the traces they sent (cluster/trace-owner-questions.ts). */
+  private readonly traceQuestions: TraceOwnerQuestions | undefined;
   private phase: Phase = 'created';
   private closing: Promise<void> | undefined;
 
@@ -121,7 +127,10 @@ export class Engine {
     this.table.onChange((state) =>
       logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size }, 'table rebuilt'),
     );
-    this.localInvoker = new LocalInvoker(this.hub);
+    // Workers' log records name their worker by the trace the engine sent it (observability/trace-owners.ts).
+    this.traceOwners = printsWorkerLogs(config.observability) ? new RecentTraceOwners() : undefined;
+    this.traceQuestions = this.traceOwners === undefined || options.primary === undefined ? undefined : new TraceOwnerQuestions(options.primary, this.traceOwners);
+    this.localInvoker = new LocalInvoker(this.hub, this.traceOwners);
     this.channels = new ChannelRegistry(this.hub.ownerId, logger.child({ module: 'channels' }), undefined, config.workers.maxChannelBufferBytes);
     this.engineFunctions = new EngineFunctions()
       .register(REGISTER_WORKER_FUNCTION, registerWorkerFunction)
@@ -236,6 +245,7 @@ export class Engine {
       engineTriggerTypes: this.modules,
       registrationBudget: new RegistrationBudget(),
       httpFunctions: this.httpFunctions,
+      ...(this.traceOwners === undefined ? {} : { traces: this.traceOwners }),
       ...(this.membership === undefined
         ? {}
         : { retireElsewhere: (workerId: string, token: string) => this.membership?.retireElsewhere(workerId, token) ?? 0 }),
@@ -246,8 +256,11 @@ export class Engine {
       ...(peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => peers.openChannel(tag, request) }),
     };
     // Workers' log records are printed (iii's logs_console_output) and, with an exporter, relayed too.
+    const owners = this.traceOwners;
+    const questions = this.traceQuestions;
+    const attribution = owners === undefined ? undefined : { owners, ...(questions === undefined ? {} : { askSiblings: (traceId: string) => questions.ask(traceId) }) };
     const sinks = [
-      ...(printsWorkerLogs(config.observability) ? [new WorkerLogPrinter(logger.child({ module: 'worker-log' }))] : []),
+      ...(attribution === undefined ? [] : [new WorkerLogPrinter(logger.child({ module: 'worker-log' }), attribution)]),
       ...(this.relay === undefined ? [] : [this.relay]),
     ];
     const workerTelemetry = { counters: this.metrics, ...(sinks.length === 0 ? {} : { sink: teeSinks(sinks) }) };
@@ -350,6 +363,7 @@ export class Engine {
       const steps: [string, () => Promise<void> | undefined][] = [
         ['bus', () => {
           this.freshness?.close();
+          this.traceQuestions?.close();
           return this.membership?.leave();
         }],
         ['http', () => this.httpServer.close(grace)],

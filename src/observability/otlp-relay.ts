@@ -8,7 +8,10 @@ export type TelemetryKind = 'traces' | 'metrics' | 'logs';
 
 /** One telemetry socket as the sinks see it: what its sender has told about itself so far. */
 export interface TelemetrySource {
-  /** The worker id the sender's own metrics name (iii-sdk's worker gauges carry `worker.id`), once seen. */
+  /**
+   * The worker whose socket this is, once known: named by a log record whose trace the engine sent to
+   * that worker alone, or by the sender's own metrics (iii-sdk's worker gauges carry `worker.id`).
+   */
   workerId?: string;
 }
 

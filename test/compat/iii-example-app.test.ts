@@ -60,8 +60,9 @@ describe('an app written like iii-example, on a two-process engine', () => {
     expect(line?.trace_id).toMatch(/^[0-9a-f]{32}$/);
     expect(line?.span_id).toMatch(/^[0-9a-f]{16}$/);
 
-    // With the worker's id, once the SDK's metrics (its worker gauges carry worker.id) have named it
-    // on the telemetry socket: the first export comes one metrics interval after it connects.
+    // With the worker's id: learned from the trace the engine sent the handler (asking the sibling
+    // child when the telemetry socket is on the other one) or from the SDK's metrics (its worker gauges
+    // carry worker.id); test/compat/worker-log-attribution.test.ts holds it without metrics.
     const workers = (await http(`${engine.adminUrl}/workers`)).json<{ id: string; name?: string }[]>();
     const appId = workers.find((w) => w.name === 'iii-example-app')?.id;
     expect(appId).toBeDefined();
