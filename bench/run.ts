@@ -9,6 +9,7 @@
  *   npx tsx bench/run.ts --strict          exit 1 when a target fails (full mode)
  *   npx tsx bench/run.ts --against <commit>  also today's engine against the one built at <commit> (row "regression vs …";
  *                                          add --only regression for that row alone)
+ *   npx tsx bench/run.ts --against <commit> --against-local   also the iii-sdk, 1 KiB and middleware rows against it
  *
  * Baselines (bench/baselines/, no Switchyard code): (1) node:http hello world; (2) node:http + one ws
  * worker; (3) (2) in two node:cluster processes; (4) every request relayed to a sibling that owns the

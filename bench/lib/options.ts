@@ -10,6 +10,8 @@ const only = onlyAt === -1 ? undefined : args[onlyAt + 1]?.toLowerCase();
 const againstAt = args.indexOf('--against');
 /** `--against <commit>`: also measure this checkout against the engine built at <commit> (bench/scenarios/against.ts). */
 export const against = againstAt === -1 ? undefined : args[againstAt + 1];
+/** `--against-local`: with --against, also the iii-sdk worker, 1 KiB body and middleware rows (group "local A/B vs …"). */
+export const againstLocal = args.includes('--against-local');
 export const selected = (name: string): boolean => only === undefined || name.toLowerCase().includes(only);
 
 // Five short rounds rather than three long ones: this machine drifts over tens of seconds, and
