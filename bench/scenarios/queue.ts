@@ -2,10 +2,9 @@ import { join } from 'node:path';
 import { BASELINES_DIR, WORKERS_DIR, smoke } from '../lib/options.js';
 import type { CheckGroup, ScaleRow } from '../lib/report.js';
 import { int, ms } from '../lib/report.js';
-import { spawnManaged, startEngine } from '../../test/support/processes.js';
-import { startRedisServer } from '../../test/support/redis.js';
 import { median } from '../lib/load.js';
 import { alternateRounds } from '../lib/alternate.js';
+import { scriptResults, withRedisModeEngine } from '../lib/redis-pair.js';
 
 /**
  * The built-in queue (docs/queue.md) against baseline (7), a bare BullMQ producer/consumer pair, on
@@ -27,27 +26,15 @@ interface Result {
   p99Ms: number;
 }
 
-async function runScript(script: string, env: NodeJS.ProcessEnv): Promise<Result> {
-  const p = spawnManaged(process.execPath, [script], { ...process.env, ...env, COUNT: String(COUNT), IN_FLIGHT: '64', CONCURRENCY: String(CONCURRENCY) });
-  const timer = setTimeout(() => p.child.kill('SIGKILL'), 300_000);
-  const exit = await p.exited;
-  clearTimeout(timer);
-  const line = p.stdout.lines.find((l) => l.startsWith('{"count"'));
-  if (exit.code !== 0 || line === undefined) throw new Error(`${script} failed (${JSON.stringify(exit)}): ${p.stderr.lines.slice(-5).join('\n')}`);
-  return JSON.parse(line) as Result;
-}
+const runScript = async (script: string, env: NodeJS.ProcessEnv): Promise<Result> =>
+  (await scriptResults<Result>(script, { ...env, COUNT: String(COUNT), IN_FLIGHT: '64', CONCURRENCY: String(CONCURRENCY) }, '{"count"', 1))[0] as Result;
 
 async function queueRows(): Promise<ScaleRow[]> {
-  const redis = await startRedisServer();
-  const engine = await startEngine({
-    logLevel: 'warn',
-    cluster: { processes: 1, redis_url: redis.url, secret: 'bench-secret', name: 'qbench', advertise_host: '127.0.0.1' },
-    modules: [{ name: 'iii-queue', config: { queue_configs: { bench: { concurrency: CONCURRENCY, max_retries: 3 } } } }],
-  });
   const ours: Result[] = [];
   const bare: Result[] = [];
-  try {
-    await alternateRounds(
+  const queue = { name: 'iii-queue', config: { queue_configs: { bench: { concurrency: CONCURRENCY, max_retries: 3 } } } };
+  await withRedisModeEngine('qbench', [queue], (redis, engine) =>
+    alternateRounds(
       ROUNDS,
       async () => {
         bare.push(await runScript(join(BASELINES_DIR, '7-bullmq-pair.mjs'), { REDIS_URL: redis.url }));
@@ -55,11 +42,8 @@ async function queueRows(): Promise<ScaleRow[]> {
       async () => {
         ours.push(await runScript(join(WORKERS_DIR, 'queue-bench-worker.mjs'), { III_URL: engine.workerUrl, OTEL_ENABLED: 'false' }));
       },
-    );
-  } finally {
-    await engine.stop();
-    await redis.stop();
-  }
+    ),
+  );
   const m = (list: Result[], pick: (r: Result) => number): number => median(list.map(pick));
   const ratio = (a: number, b: number): string => (b === 0 ? 'n/a' : `${(a / b).toFixed(2)}×`);
   return [

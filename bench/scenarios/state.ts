@@ -2,10 +2,9 @@ import { join } from 'node:path';
 import { BASELINES_DIR, WORKERS_DIR, smoke } from '../lib/options.js';
 import type { CheckGroup, ScaleRow } from '../lib/report.js';
 import { int, ms } from '../lib/report.js';
-import { spawnManaged, startEngine } from '../../test/support/processes.js';
-import { startRedisServer } from '../../test/support/redis.js';
 import { median } from '../lib/load.js';
 import { alternateRounds } from '../lib/alternate.js';
+import { scriptResults, withRedisModeEngine } from '../lib/redis-pair.js';
 
 /**
  * iii-state on Redis (docs/state.md) against baseline (8), a bare ioredis client doing the same SETs
@@ -26,27 +25,14 @@ interface Result {
   p50Ms: number;
 }
 
-async function runScript(script: string, env: NodeJS.ProcessEnv): Promise<Result[]> {
-  const p = spawnManaged(process.execPath, [script], { ...process.env, ...env, COUNT: String(COUNT), IN_FLIGHT: '64' });
-  const timer = setTimeout(() => p.child.kill('SIGKILL'), 300_000);
-  const exit = await p.exited;
-  clearTimeout(timer);
-  const lines = p.stdout.lines.filter((l) => l.startsWith('{"op"'));
-  if (exit.code !== 0 || lines.length !== 2) throw new Error(`${script} failed (${JSON.stringify(exit)}): ${p.stderr.lines.slice(-5).join('\n')}`);
-  return lines.map((l) => JSON.parse(l) as Result);
-}
+const runScript = (script: string, env: NodeJS.ProcessEnv): Promise<Result[]> =>
+  scriptResults<Result>(script, { ...env, COUNT: String(COUNT), IN_FLIGHT: '64' }, '{"op"', 2);
 
 async function stateRows(): Promise<ScaleRow[]> {
-  const redis = await startRedisServer();
-  const engine = await startEngine({
-    logLevel: 'warn',
-    cluster: { processes: 1, redis_url: redis.url, secret: 'bench-secret', name: 'sbench', advertise_host: '127.0.0.1' },
-    modules: [{ name: 'iii-state', config: { adapter: { name: 'redis' } } }],
-  });
   const ours: Result[] = [];
   const bare: Result[] = [];
-  try {
-    await alternateRounds(
+  await withRedisModeEngine('sbench', [{ name: 'iii-state', config: { adapter: { name: 'redis' } } }], (redis, engine) =>
+    alternateRounds(
       ROUNDS,
       async () => {
         bare.push(...(await runScript(join(BASELINES_DIR, '8-ioredis-state.mjs'), { REDIS_URL: redis.url })));
@@ -54,11 +40,8 @@ async function stateRows(): Promise<ScaleRow[]> {
       async () => {
         ours.push(...(await runScript(join(WORKERS_DIR, 'state-bench-worker.mjs'), { III_URL: engine.workerUrl, OTEL_ENABLED: 'false' })));
       },
-    );
-  } finally {
-    await engine.stop();
-    await redis.stop();
-  }
+    ),
+  );
   const m = (list: Result[], op: Op, pick: (r: Result) => number): number => median(list.filter((r) => r.op === op).map(pick));
   const ratio = (a: number, b: number): string => (b === 0 ? 'n/a' : `${(a / b).toFixed(2)}×`);
   return (['set', 'get'] as const).flatMap((op) => [
