@@ -5,6 +5,7 @@ import type { ChildBootstrap } from '../supervisor/child-messages.js';
 import { CHILD_BOOTSTRAP_ENV } from '../supervisor/child-messages.js';
 import { createRootLogger, isLogLevel } from '../observability/logger.js';
 import { parseArgs, USAGE, UsageError } from './args.js';
+import { watchNpmParent } from './parent-watch.js';
 
 /** In-flight requests get this long to finish on shutdown. */
 const DRAIN_GRACE_MS = 10_000;
@@ -112,13 +113,13 @@ async function main(): Promise<void> {
       });
     },
   });
-  const stop = (signal: NodeJS.Signals): void => {
+  const stop = (signal: NodeJS.Signals, why: Record<string, unknown> = {}): void => {
     if (stopping) {
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
     stopping = true;
-    primaryLogger.info({ signal }, 'shutting down');
+    primaryLogger.info({ signal, ...why }, 'shutting down');
     const began = performance.now();
     primary
       .shutdown()
@@ -134,6 +135,10 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // npm start: npm may exit on SIGTERM without passing it on; shut down as if it had.
+  watchNpmParent((formerParent) => {
+    if (!stopping) stop('SIGTERM', { reason: 'the npm script that started the engine exited', formerParent });
+  });
 
   try {
     await primary.start();

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, spawnManaged, stopProcess } from '../support/processes.js';
 import { http } from '../support/http.js';
+import { waitUntil } from '../support/logs.js';
+import { childPids, isRunning } from '../support/proc.js';
 
 const BIN = join(ROOT, 'bin', 'switchyard.js');
 const run = (args: string[], cwd = ROOT, env: NodeJS.ProcessEnv = {}) =>
@@ -139,5 +141,31 @@ describe('switchyard command line', () => {
     expect((await http(ready.urls.console)).status).toBe(200);
     expect((await http(`${ready.urls.http}nothing-yet`)).status).toBe(404);
     expect(await stopProcess(p, 'SIGINT')).toEqual({ code: 0, signal: null });
+  });
+
+  it('started by an npm script, shuts down when the script\'s process goes away without passing a signal on', async () => {
+    const file = join(dir, 'npm-parent.yaml');
+    await writeFile(file, LOOPBACK_EPHEMERAL);
+    // What `npm start` does: a shell runs the engine, with npm's lifecycle variables set. `; true` keeps
+    // the shell as the engine's parent (it would otherwise exec the engine in its place).
+    const shell = spawnManaged('/bin/sh', ['-c', `"${process.execPath}" "${BIN}" --config "${file}" --log-level info; true`], {
+      ...process.env,
+      npm_lifecycle_event: 'start',
+    });
+    await shell.stdout.waitFor((l) => l.includes('switchyard ready'), 30_000);
+    const [engine] = childPids(shell.child.pid as number);
+    expect(engine).toBeDefined();
+    const children = childPids(engine as number);
+    expect(children.length).toBeGreaterThan(0);
+    // npm 11 on SIGTERM: it exits, the engine is not told.
+    shell.child.kill('SIGKILL');
+    try {
+      await waitUntil(() => ![engine as number, ...children].some(isRunning), 20_000, 'the engine and its children to exit');
+    } finally {
+      for (const pid of [engine as number, ...children].filter(isRunning)) process.kill(pid, 'SIGKILL');
+    }
+    const stopping = shell.stdout.json().find((l) => l.msg === 'shutting down');
+    expect(stopping?.reason).toBe('the npm script that started the engine exited');
+    expect(shell.stdout.json().some((l) => l.msg === 'stopped')).toBe(true);
   });
 });
