@@ -170,6 +170,8 @@ export class Engine {
       inFlight: () => this.pipeline.activeRequests,
       openChannels: () => this.channels.size,
       channelBufferedBytes: () => this.channels.bufferedBytes,
+      partialFrameBytes: () => [this.workerServer, ...this.extraWorkerServers].reduce((sum, server) => sum + server.partialFrameBytes, 0),
+      queuedBytes: () => [this.workerServer, ...this.extraWorkerServers].reduce((sum, server) => sum + server.queuedBytes, 0),
       telemetrySockets: () => this.workerServer.telemetrySockets,
       clusterWorkers: () => clusterWorkerCount(this.table.snapshotsHeld()),
       routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),

@@ -21,6 +21,7 @@ export const HTTP_ERRORS = {
   MIDDLEWARE_FAILED: { status: 500, message: 'A middleware function failed' },
   CORS_NOT_ALLOWED: { status: 403, message: 'CORS preflight rejected: origin or method not allowed' },
   SHUTTING_DOWN: { status: 503, message: 'The engine is shutting down' },
+  TOO_MANY_CONNECTIONS: { status: 503, message: 'The worker listener holds as many connections as it may in this process' },
   INTERNAL_ERROR: { status: 500, message: 'Internal engine error' },
 } as const satisfies Record<string, { status: number; message: string }>;
 

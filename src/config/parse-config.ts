@@ -312,6 +312,11 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
     host: workers.host,
     port: workers.port ?? topLevelPort,
     maxFrameBytes: workers.max_frame_bytes,
+    maxConnections: workers.max_connections,
+    maxUnauthenticatedConnections: workers.max_unauthenticated_connections,
+    // Unset: room for two of the listener's largest frames, and for one worker's largest queue.
+    maxPartialFrameBytes: workers.max_partial_frame_bytes ?? 2 * workers.max_frame_bytes,
+    maxListenerQueuedBytes: workers.max_listener_queued_bytes ?? workers.max_queued_bytes,
     maxChannelFrameBytes: workers.max_channel_frame_bytes,
     maxChannelBufferBytes: workers.max_channel_buffer_bytes,
     reconnectGraceMs: workers.reconnect_grace_ms,

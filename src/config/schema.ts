@@ -214,6 +214,26 @@ export const workerModuleSchema = z
       .min(1048576)
       .default(67108864)
       .describe('Bytes all channels of one engine process may hold together (queued, or handed to a reader and not yet sent); past it no channel queues beyond the item in hand and writers wait for their readers (back-pressure). The first `iii-worker-manager` entry\'s value applies'),
+    max_connections: z
+      .int()
+      .min(1)
+      .default(1024)
+      .describe('Most WebSocket connections (`/` and `/otel`, authenticated or not) this listener holds in each engine process; a further upgrade is answered 503 `TOO_MANY_CONNECTIONS` before the handshake (counted in switchyard_worker_limit_hits_total{reason="connections"}). Channel sockets are bounded by the channels instead'),
+    max_unauthenticated_connections: z
+      .int()
+      .min(1)
+      .default(64)
+      .describe('With `rbac.auth_function_id`: most connections of this listener, in each engine process, whose auth function has not answered yet; a further upgrade is answered 503 `TOO_MANY_CONNECTIONS` ({reason="unauthenticated_connections"}). Their sockets are not read until the answer'),
+    max_partial_frame_bytes: z
+      .int()
+      .min(1048576)
+      .optional()
+      .describe('Bytes the sockets of this listener may hold together, in each engine process, in messages not yet received whole, each buffered chunk counted as 1 KiB more; past it the socket whose unfinished message is oldest is closed ({reason="partial_frame_bytes"}). At least twice `max_frame_bytes`; unset: twice `max_frame_bytes` (32 MiB)'),
+    max_listener_queued_bytes: z
+      .int()
+      .min(65536)
+      .optional()
+      .describe('Bytes the engine may have queued towards the workers of this listener together, in each engine process; past it the worker with the most queued is closed (1008) as for `max_queued_bytes` ({reason="listener_queued_bytes"}). At least `max_queued_bytes`; unset: `max_queued_bytes` (64 MiB)'),
     host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
     handshake_timeout_ms: z
       .int()
@@ -257,6 +277,16 @@ export const workerModuleSchema = z
     path: ['heartbeat_timeout_ms'],
     error: 'must be greater than heartbeat_interval_ms',
     when: (payload) => numericFields(payload.value, 'heartbeat_interval_ms', 'heartbeat_timeout_ms'),
+  })
+  .refine((workers) => workers.max_partial_frame_bytes === undefined || workers.max_partial_frame_bytes >= 2 * workers.max_frame_bytes, {
+    path: ['max_partial_frame_bytes'],
+    error: 'must be at least twice max_frame_bytes, or a single largest frame could be refused',
+    when: (payload) => numericFields(payload.value, 'max_frame_bytes', 'max_partial_frame_bytes'),
+  })
+  .refine((workers) => workers.max_listener_queued_bytes === undefined || workers.max_listener_queued_bytes >= workers.max_queued_bytes, {
+    path: ['max_listener_queued_bytes'],
+    error: 'must be at least max_queued_bytes',
+    when: (payload) => numericFields(payload.value, 'max_queued_bytes', 'max_listener_queued_bytes'),
   })
   .describe('The WebSocket listener that iii-sdk workers connect to. Each further `iii-worker-manager` entry opens another listener with a `port` of its own and its own `auth_token`, `rbac`, `middleware_function_id` and limits (iii\'s RBAC listeners; docs/security.md); reconnect grace is the first entry\'s')
 

@@ -76,6 +76,14 @@ export interface WorkersConfig {
   maxChannelFrameBytes: number;
   /** What all channels of a process may hold together (the first entry's applies). */
   maxChannelBufferBytes: number;
+  /** WebSockets (`/`, `/otel`) this listener holds in each process, authenticating ones included. */
+  maxConnections: number;
+  /** Of those, at most this many waiting for the auth function's answer. */
+  maxUnauthenticatedConnections: number;
+  /** What this listener's sockets may hold in unfinished messages, in each process. */
+  maxPartialFrameBytes: number;
+  /** What the engine may have queued towards this listener's workers, in each process. */
+  maxListenerQueuedBytes: number;
   authToken?: string;
   /** iii's listener middleware: every call a worker on this listener makes goes to it instead. */
   middlewareFunctionId?: string;

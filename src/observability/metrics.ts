@@ -22,6 +22,10 @@ export interface MetricSources {
   openChannels(): number;
   /** Bytes this process's channels hold (channel-budget.ts). */
   channelBufferedBytes(): number;
+  /** Bytes this process's worker sockets hold in unfinished messages, all listeners (partial-frames.ts). */
+  partialFrameBytes(): number;
+  /** Bytes queued towards this process's workers, as counted at their last sends, all listeners (queue-budget.ts). */
+  queuedBytes(): number;
   telemetrySockets(): number;
   /** Workers connected anywhere in the cluster (cluster-census.ts). */
   clusterWorkers(): number;
@@ -122,7 +126,7 @@ export class EngineMetrics {
     this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong) for heartbeat_timeout_ms', registers });
     this.workerRefusals = new Counter({
       name: 'switchyard_worker_limit_hits_total',
-      help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes) and connections refused by an auth function (auth_refused)',
+      help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes), connections refused at the upgrade (connections, unauthenticated_connections) or by an auth function (auth_refused), sockets closed for their listener\'s budgets in the process (partial_frame_bytes, listener_queued_bytes)',
       labelNames: ['reason'],
       registers,
     });
@@ -179,6 +183,24 @@ export class EngineMetrics {
       help: 'HTTP responses streamed from a response channel, by how they ended: complete, or cut (worker died, handler failed, client left)',
       labelNames: ['outcome'],
       registers,
+    });
+    new Gauge({
+      name: 'switchyard_worker_partial_frame_bytes',
+      help: 'Bytes the worker sockets of a process hold in messages not yet received whole, 1 KiB counted per buffered chunk (bounded by each listener\'s max_partial_frame_bytes); the largest of the processes',
+      aggregator: 'max',
+      registers,
+      collect() {
+        this.set(sources.partialFrameBytes());
+      },
+    });
+    new Gauge({
+      name: 'switchyard_worker_queued_bytes',
+      help: 'Bytes queued towards the workers of a process, as counted at each worker\'s last send (bounded by each listener\'s max_listener_queued_bytes); the largest of the processes',
+      aggregator: 'max',
+      registers,
+      collect() {
+        this.set(sources.queuedBytes());
+      },
     });
     new Gauge({ name: 'switchyard_telemetry_sockets', help: 'Workers\' telemetry sockets (/otel) connected', registers, collect() { this.set(sources.telemetrySockets()); } });
     this.telemetryFrames = new Counter({

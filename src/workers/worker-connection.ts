@@ -23,6 +23,7 @@ import { isPlainObject } from '../values.js';
 import type { EngineTriggerTypes, WorkerLimitKind } from './worker-registrations.js';
 import { WorkerRegistrations } from './worker-registrations.js';
 import type { RegistrationBudget } from './registration-limits.js';
+import type { QueueBudget } from './queue-budget.js';
 import { REGISTRATION_LIMITS } from '../protocol/limits.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
@@ -54,6 +55,8 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   onTelemetrySocket?: (connection: WorkerConnection, frame: Buffer) => void;
   /** The process's share of registration bytes (docs/security.md#limits). */
   registrationBudget?: RegistrationBudget;
+  /** What the engine has queued towards the workers of this connection's listener in this process (docs/security.md#connections). */
+  listenerQueues?: QueueBudget;
 }
 
 
@@ -127,12 +130,17 @@ export class WorkerConnection implements HubMember {
     this.reads = new ReadGate(socket);
     this.outbound = new WorkerOutbound(socket, this.logger, () => this.closed, transport, {
       maxQueuedBytes: session.policy.limits.maxQueuedBytes,
-      onOverflow: (queued) => {
-        this.deps.onLimit?.('queued_bytes');
-        this.logger.warn({ queuedBytes: queued, limit: session.policy.limits.maxQueuedBytes }, 'worker does not read what it is sent: closing it (max_queued_bytes)');
-        this.close(CLOSE_POLICY_VIOLATION, 'max_queued_bytes exceeded');
+      onOverflow: (queued, listenerTotal) => {
+        const limit = listenerTotal === undefined ? 'max_queued_bytes' : 'max_listener_queued_bytes';
+        this.deps.onLimit?.(listenerTotal === undefined ? 'queued_bytes' : 'listener_queued_bytes');
+        this.logger.warn(
+          { queuedBytes: queued, ...(listenerTotal === undefined ? { limit: session.policy.limits.maxQueuedBytes } : { listenerQueuedBytes: listenerTotal, limit: deps.listenerQueues?.maxBytes }) },
+          `worker does not read what it is sent: closing it (${limit})`,
+        );
+        this.close(CLOSE_POLICY_VIOLATION, `${limit} exceeded`);
         this.socket.terminate();
       },
+      ...(deps.listenerQueues === undefined ? {} : { budget: deps.listenerQueues }),
     }, this.reads);
     const maxFrames = session.policy.limits.maxFramesPerSecond;
     this.frameRate =
@@ -411,6 +419,7 @@ export class WorkerConnection implements HubMember {
     if (this.gone) return;
     this.gone = true;
     this.frameRate?.close();
+    this.outbound.release();
     this.deps.hub.remove(this);
     this.registrations.release();
     const failed = this.pending.failAll((functionId) =>

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type WebSocket from 'ws';
+import type { QueueBudget, QueueHolder } from './queue-budget.js';
 
 /**
  * Back-pressure: when a worker does not read its socket, what the engine sends it piles up in memory.
@@ -43,7 +44,7 @@ export interface CorkableTransport {
  * share one write (the transport is corked until the check phase), and reads from a worker that does
  * not read what it is sent are paused until it catches up (the marks above).
  */
-export class WorkerOutbound {
+export class WorkerOutbound implements QueueHolder {
   /** Reads paused because the worker does not read what we send. */
   private readsPaused = false;
   /** Frames sent since the queue towards the worker was last below the low mark. */
@@ -57,13 +58,32 @@ export class WorkerOutbound {
     private readonly isClosed: () => boolean,
     /** When the caller has it, sends are batched on it. */
     private readonly transport?: CorkableTransport,
-    /** max_queued_bytes: past it the worker is closed (`onOverflow`), once. */
-    private readonly overflow?: { maxQueuedBytes: number; onOverflow: (queued: number) => void },
+    /**
+     * max_queued_bytes: past it the worker is closed (`onOverflow`), once; so it is when the
+     * queues of its listener's workers in this process together pass max_listener_queued_bytes
+     * and its queue is the largest.
+     */
+    private readonly overflow?: { maxQueuedBytes: number; onOverflow: (queued: number, listenerTotal?: number) => void; budget?: QueueBudget },
     /** Shared with the frame-rate limit, so neither resumes reads the other paused. */
     private readonly reads: ReadGate = new ReadGate(socket),
   ) {}
 
   private overflowed = false;
+
+  queuedBytes(): number {
+    return this.socket.bufferedAmount;
+  }
+
+  evict(queued: number, total: number): void {
+    if (this.overflowed) return;
+    this.overflowed = true;
+    this.overflow?.onOverflow(queued, total);
+  }
+
+  /** The worker is gone: its queue leaves its listener's count. */
+  release(): void {
+    this.overflow?.budget?.release(this);
+  }
 
   /** Sends one frame; the caller checked the socket is open. */
   send(frame: string): void {
@@ -78,9 +98,12 @@ export class WorkerOutbound {
     const queued = this.socket.bufferedAmount;
     if (this.overflow !== undefined && queued > this.overflow.maxQueuedBytes && !this.overflowed) {
       this.overflowed = true;
+      this.overflow.budget?.release(this);
       this.overflow.onOverflow(queued);
       return;
     }
+    this.overflow?.budget?.report(this, queued);
+    if (this.overflowed) return;
     if (queued < OUTBOUND_LOW_WATER_BYTES) {
       this.sendsWhileBacklogged = 0;
     } else if ((++this.sendsWhileBacklogged > MAX_SENDS_WHILE_BACKLOGGED || queued > OUTBOUND_HIGH_WATER_BYTES) && !this.readsPaused) {

@@ -24,7 +24,7 @@ import { BUILT_IN_TRIGGER_TYPES, customTriggerRecord, functionRecord, triggerTyp
 import type { HubMember, WorkerHub } from './worker-hub.js';
 import type { WorkerSession } from './worker-session.js';
 
-/** Which per-worker limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
+/** Which per-worker or per-listener limit was hit, or a connection refused by an auth function (metrics: switchyard_worker_limit_hits_total{reason}). */
 export type WorkerLimitKind =
   | 'registrations'
   | 'registration_bytes'
@@ -33,7 +33,11 @@ export type WorkerLimitKind =
   | 'calls_in_flight'
   | 'frames_per_second'
   | 'queued_bytes'
-  | 'auth_refused';
+  | 'listener_queued_bytes'
+  | 'auth_refused'
+  | 'connections'
+  | 'unauthenticated_connections'
+  | 'partial_frame_bytes';
 
 /** The frames that register or unregister something. */
 export type RegistrationMessage =

@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { STATUS_CODES, createServer } from 'node:http';
 import { ignoreSocketError, listen } from '../net/listen.js';
 import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +11,9 @@ import { CHANNEL_PATH_PREFIX, ChannelEndpoint } from '../channels/channel-endpoi
 import type { ChannelRegistry } from '../channels/channel-registry.js';
 import type { WorkersConfig } from '../config/types.js';
 import type { EngineWireError } from '../protocol/messages.js';
+import type { HttpErrorCode } from '../errors.js';
+import { errorReply } from '../http/response.js';
+import { resolveRequestId } from '../http/request-id.js';
 import { TIMEOUT_CHECK_INTERVAL_MS } from '../http/http-server.js';
 import type { WorkerConnectionDeps } from './worker-connection.js';
 import { WorkerConnection } from './worker-connection.js';
@@ -19,6 +22,9 @@ import { handOverTelemetrySocket } from './telemetry-handoff.js';
 import { TelemetryIntake } from './telemetry-intake.js';
 import type { ListenerPolicy } from './worker-session.js';
 import { OPEN_AUTH, WorkerSession, authInput, parseAuthResult } from './worker-session.js';
+import { CHUNK_COST_BYTES, PartialFrameBudget } from './partial-frames.js';
+import { QueueBudget } from './queue-budget.js';
+import { WarnThrottle } from '../observability/warn-throttle.js';
 import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
 
@@ -46,9 +52,19 @@ function tokenMatches(header: string | undefined, expected: string): boolean {
   return given.length === wanted.length && timingSafeEqual(given, wanted);
 }
 
-/** Frames (and bytes) a worker may send before its auth function has answered; more end the connection. */
-const MAX_FRAMES_BEFORE_AUTH = 10_000;
-const MAX_BYTES_BEFORE_AUTH = 4 * 1024 * 1024;
+/**
+ * The 503 at the upgrade for a listener at `max_connections` or `max_unauthenticated_connections`
+ * (docs/security.md#connections): the error envelope, before any WebSocket handshake, so a refused
+ * peer never gets a socket that reads frames.
+ */
+function refuseUpgrade(socket: Duplex, code: HttpErrorCode, message: string): void {
+  const requestId = resolveRequestId(undefined);
+  const reply = errorReply(code, requestId, { message });
+  const body = reply.body as string;
+  socket.end(
+    `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ''}\r\ncontent-type: application/json\r\nx-request-id: ${requestId}\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}
 
 /** The heartbeat interval is split into this many ticks, each pinging a tenth of the workers. */
 const HEARTBEAT_SLICES = 10;
@@ -79,6 +95,14 @@ export class WorkerServer {
   private readonly channelEndpoint: ChannelEndpoint | undefined;
   private readonly channelWss: WebSocketServer | undefined;
 
+  /** Connections waiting for the auth function's answer (max_unauthenticated_connections). */
+  private authenticating = 0;
+  private readonly refusalWarnings: WarnThrottle;
+  /** What this listener's sockets hold in unfinished messages (max_partial_frame_bytes). */
+  private readonly partialFrames: PartialFrameBudget;
+  /** What is queued towards this listener's workers (max_listener_queued_bytes). */
+  private readonly queues: QueueBudget;
+
   /** The connections this listener accepted (the hub holds those of every listener). */
   private readonly accepted = new Set<WorkerConnection>();
   private readonly policy: ListenerPolicy;
@@ -102,8 +126,20 @@ export class WorkerServer {
       ...(config.rbac === undefined ? {} : { rbac: config.rbac }),
       ...(config.middlewareFunctionId === undefined ? {} : { middlewareFunctionId: config.middlewareFunctionId }),
     };
+    this.refusalWarnings = new WarnThrottle(logger, 10_000, 10);
+    this.partialFrames = new PartialFrameBudget(config.maxPartialFrameBytes, {
+      onEvicted: (held, total) => {
+        deps.onLimit?.('partial_frame_bytes');
+        this.refusalWarnings.warn(
+          'partial_frame_bytes',
+          { heldBytes: held, listenerBytes: total, limit: config.maxPartialFrameBytes },
+          'worker socket closed: its unfinished message is the oldest of this listener, whose sockets hold max_partial_frame_bytes in unfinished messages',
+        );
+      },
+    });
+    this.queues = new QueueBudget(config.maxListenerQueuedBytes);
     this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
-    this.deps = { ...deps, onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
+    this.deps = { ...deps, listenerQueues: this.queues, onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
     // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
     // past the engine's default deadline.
     const headersTimeout = Math.min(config.handshakeTimeoutMs, deps.workerCallTimeoutMs + 1000);
@@ -111,7 +147,11 @@ export class WorkerServer {
       res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
       res.end('This port speaks the iii worker protocol over WebSocket.\n');
     });
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: config.maxFrameBytes, perMessageDeflate: false });
+    // ws holds a message's chunks until it is whole; a peer dribbling one byte per read would hold
+    // ~760 bytes of RSS per byte sent, so the chunks of one message are bounded as well as its bytes
+    // (each counts CHUNK_COST_BYTES against max_partial_frame_bytes too: partial-frames.ts).
+    const maxChunks = Math.max(1024, Math.ceil(config.maxFrameBytes / CHUNK_COST_BYTES));
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: config.maxFrameBytes, maxBufferedChunks: maxChunks, maxFragments: maxChunks, perMessageDeflate: false });
     this.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       // Node takes its own error listener off a socket it hands to 'upgrade': without one, a reset
       // from the client (a refused channel connect, say) would be an uncaught error that ends the process.
@@ -136,6 +176,16 @@ export class WorkerServer {
         channels.openRemote,
       );
     }
+  }
+
+  /** Bytes this listener's sockets hold in unfinished messages (metrics). */
+  get partialFrameBytes(): number {
+    return this.partialFrames.held;
+  }
+
+  /** Bytes queued towards this listener's workers, as counted at their last sends (metrics). */
+  get queuedBytes(): number {
+    return this.queues.held;
   }
 
   /** Telemetry sockets connected (metrics). */
@@ -189,7 +239,19 @@ export class WorkerServer {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
+    // Every WebSocket of the listener counts from its upgrade to its close: workers, telemetry
+    // sockets, connections being authenticated and refused ones still closing.
+    if (this.wss.clients.size >= this.config.maxConnections) {
+      this.refuse(socket, request, 'connections', `this listener holds ${this.config.maxConnections} connections in this process already (max_connections)`);
+      return;
+    }
+    const authFunctionId = this.policy.rbac?.authFunctionId;
+    if (authFunctionId !== undefined && this.authenticating >= this.config.maxUnauthenticatedConnections) {
+      this.refuse(socket, request, 'unauthenticated_connections', `this listener has ${this.config.maxUnauthenticatedConnections} connections waiting for the auth function in this process already (max_unauthenticated_connections)`);
+      return;
+    }
     this.wss.handleUpgrade(request, socket, head, (ws) => {
+      this.partialFrames.track(ws, socket);
       const remoteAddress = request.socket.remoteAddress ?? 'unknown';
       const token = this.config.authToken;
       // /otel obeys the same token as / (iii's worker port runs the same gate on both).
@@ -200,15 +262,22 @@ export class WorkerServer {
         setTimeout(() => ws.terminate(), REFUSED_CLOSE_GRACE_MS).unref();
         return;
       }
-      if (this.policy.rbac?.authFunctionId === undefined) {
+      if (authFunctionId === undefined) {
         this.accept(ws, socket, remoteAddress, telemetry, new WorkerSession(this.policy, OPEN_AUTH));
         return;
       }
-      this.authenticate(request, ws, socket, remoteAddress, telemetry, this.policy.rbac.authFunctionId);
+      this.authenticate(request, ws, socket, remoteAddress, telemetry, authFunctionId);
     });
   }
 
-  private accept(ws: WebSocket, socket: Duplex, remoteAddress: string, telemetry: boolean, session: WorkerSession, early: WebSocket.RawData[] = []): void {
+  /** A 503 `TOO_MANY_CONNECTIONS` at the upgrade, counted and logged (throttled: a flood of them is one attack). */
+  private refuse(socket: Duplex, request: IncomingMessage, reason: 'connections' | 'unauthenticated_connections', message: string): void {
+    this.deps.onLimit?.(reason);
+    this.refusalWarnings.warn(reason, { remoteAddress: request.socket.remoteAddress, reason, connections: this.wss.clients.size, authenticating: this.authenticating }, `worker connection refused: ${message}`);
+    refuseUpgrade(socket, 'TOO_MANY_CONNECTIONS', message);
+  }
+
+  private accept(ws: WebSocket, socket: Duplex, remoteAddress: string, telemetry: boolean, session: WorkerSession): void {
     if (telemetry) {
       this.telemetry.attach(ws, socket);
       return;
@@ -218,14 +287,6 @@ export class WorkerServer {
     this.rawSockets.set(connection, socket);
     ws.once('close', () => this.accepted.delete(connection));
     connection.start();
-    for (const [index, frame] of early.entries()) {
-      if (!this.accepted.has(connection)) {
-        // It became a telemetry socket on an earlier frame: the rest are telemetry too.
-        for (const rest of early.slice(index)) this.telemetry.receive(ws, rest);
-        return;
-      }
-      connection.receive(frame);
-    }
   }
 
   /** iii-sdk 0.9's telemetry socket on `/` is not a worker (telemetry-handoff.ts). */
@@ -236,21 +297,22 @@ export class WorkerServer {
 
   /**
    * iii's RBAC handshake (rbac_session.rs): the listener's auth function is called with the upgrade's
-   * headers, query and address; its result is the session. Frames the worker sends meanwhile are kept
-   * and handled, in order, once it is in. A failure is sent as an `error` frame, then the socket closes.
+   * headers, query and address; its result is the session. The socket is not read meanwhile: frames
+   * the worker sends wait in TCP (they cost this process nothing) and are handled, in order, once it
+   * is in. A failure is sent as an `error` frame, then the socket closes.
    */
   private authenticate(request: IncomingMessage, ws: WebSocket, socket: Duplex, remoteAddress: string, telemetry: boolean, authFunctionId: string): void {
-    const early: WebSocket.RawData[] = [];
-    let earlyBytes = 0;
-    const keep = (data: WebSocket.RawData): void => {
-      earlyBytes += Array.isArray(data) ? data.reduce((sum, part) => sum + part.length, 0) : data instanceof ArrayBuffer ? data.byteLength : data.length;
-      if (early.length < MAX_FRAMES_BEFORE_AUTH && earlyBytes <= MAX_BYTES_BEFORE_AUTH) early.push(data);
-      else ws.terminate();
+    ws.pause();
+    this.authenticating++;
+    let counted = true;
+    const settled = (): void => {
+      if (counted) this.authenticating--;
+      counted = false;
     };
-    ws.on('message', keep);
     const deadline = performance.now() + this.deps.workerCallTimeoutMs;
     void this.deps.invoker.invoke(authFunctionId, authInput(request), { deadline }).then((outcome) => {
-      ws.off('message', keep);
+      settled();
+      ws.resume();
       if (ws.readyState !== ws.OPEN) return;
       if (this.closing !== undefined) {
         ws.close(CLOSE_GOING_AWAY, 'engine shutting down');
@@ -266,8 +328,9 @@ export class WorkerServer {
         setTimeout(() => ws.terminate(), REFUSED_CLOSE_GRACE_MS).unref();
         return;
       }
-      this.accept(ws, socket, remoteAddress, telemetry, new WorkerSession(this.policy, result), early);
+      this.accept(ws, socket, remoteAddress, telemetry, new WorkerSession(this.policy, result));
     }).catch((err: unknown) => {
+      settled();
       // As for the upgrade itself: a fault costs this connection, never the process.
       this.logger.error({ err, remoteAddress }, 'worker authentication failed: connection dropped');
       ws.terminate();

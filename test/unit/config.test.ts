@@ -52,6 +52,10 @@ const DEFAULTS: EngineConfig = {
     host: '0.0.0.0',
     port: 49134,
     maxFrameBytes: 16777216,
+    maxConnections: 1024,
+    maxUnauthenticatedConnections: 64,
+    maxPartialFrameBytes: 33554432,
+    maxListenerQueuedBytes: 67108864,
     maxChannelFrameBytes: 262144,
     maxChannelBufferBytes: 67108864,
     reconnectGraceMs: 5000,
@@ -224,6 +228,10 @@ describe('other modules', () => {
             host: '127.0.0.1',
             port: 0,
             max_frame_bytes: 1024,
+            max_connections: 10,
+            max_unauthenticated_connections: 3,
+            max_partial_frame_bytes: 2097152,
+            max_listener_queued_bytes: 200000000,
             max_channels_per_worker: 8,
             max_channels: 32,
             max_channel_frame_bytes: 65536,
@@ -241,6 +249,10 @@ describe('other modules', () => {
       host: '127.0.0.1',
       port: 0,
       maxFrameBytes: 1024,
+      maxConnections: 10,
+      maxUnauthenticatedConnections: 3,
+      maxPartialFrameBytes: 2097152,
+      maxListenerQueuedBytes: 200000000,
       maxChannelFrameBytes: 65536,
       maxChannelBufferBytes: 4194304,
       authToken: 's3cret',
@@ -605,6 +617,25 @@ describe('the iii 0.22 workers: form', () => {
       onTriggerTypeRegistrationFunctionId: 'p::on-type',
       exposeFunctions: [{ match: 'api::*' }, { match: '*::public' }, { metadata: { public: { equals: true }, tier: { match: '*free*' } } }],
     });
+  });
+
+  it('max_partial_frame_bytes and max_listener_queued_bytes: per listener, by default twice max_frame_bytes and max_queued_bytes; lower, refused', () => {
+    const listeners = (main: Record<string, unknown>, extra: Record<string, unknown>) => ({
+      workers: [
+        { name: 'iii-worker-manager', config: { port: 49199, ...main } },
+        { name: 'iii-worker-manager', config: { port: 49300, ...extra } },
+      ],
+    });
+    const defaults = parseConfig(listeners({}, { max_frame_bytes: 1048576, max_queued_bytes: 4194304 })).workers;
+    expect([defaults.maxPartialFrameBytes, defaults.maxListenerQueuedBytes]).toEqual([32 * 1024 * 1024, 64 * 1024 * 1024]);
+    expect([defaults.extraListeners[0]?.maxPartialFrameBytes, defaults.extraListeners[0]?.maxListenerQueuedBytes]).toEqual([2 * 1024 * 1024, 4 * 1024 * 1024]);
+    const set = parseConfig(listeners({}, { max_frame_bytes: 1048576, max_partial_frame_bytes: 2097152, max_queued_bytes: 65536, max_listener_queued_bytes: 65536 })).workers.extraListeners[0];
+    expect([set?.maxPartialFrameBytes, set?.maxListenerQueuedBytes]).toEqual([2097152, 65536]);
+    expect(issuesOf(listeners({ max_partial_frame_bytes: 16777216 }, { max_frame_bytes: 1048576, max_partial_frame_bytes: 2097151, max_listener_queued_bytes: 65536 }))).toEqual([
+      expect.objectContaining({ path: 'workers[0](iii-worker-manager).config.max_partial_frame_bytes', message: expect.stringContaining('twice max_frame_bytes') }),
+      expect.objectContaining({ path: 'workers[1](iii-worker-manager).config.max_partial_frame_bytes', message: expect.stringContaining('twice max_frame_bytes') }),
+      expect.objectContaining({ path: 'workers[1](iii-worker-manager).config.max_listener_queued_bytes', message: expect.stringContaining('at least max_queued_bytes') }),
+    ]);
   });
 
   it('refuses a bad function filter, and a further listener without a port of its own', () => {
