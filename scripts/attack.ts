@@ -6,7 +6,10 @@
 // uses every limit at once: connections holding registrations up to the 8 MiB per-connection and
 // 32 MiB per-process bounds with 1,024-character ids, 16 MiB worker frames, and channels at their
 // caps (64 per worker, 256 per listener and process) with readers that never read, fed 256 KiB frames
-// (max_channel_frame_bytes) and 16 MiB ones (refused).
+// (max_channel_frame_bytes) and 16 MiB ones (refused). Many connections hold 15 MiB of an unfinished
+// message each (max_partial_frame_bytes), a capped listener is flooded past max_connections, and
+// workers that never read are sent 4 MiB calls by another of the tenant's connections
+// (max_listener_queued_bytes).
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +21,8 @@ import { startEngine } from '../test/support/processes.js';
 import { childPids, isRunning, rssMb } from '../test/support/proc.js';
 import { rawHttp } from '../test/support/raw-http.js';
 import { RawWorker } from '../test/support/raw-worker.js';
+import type { RawWebSocket } from '../test/support/raw-ws.js';
+import { PONG, openRawWebSocket, sendOpenFragment, sendPartialFrame } from '../test/support/raw-ws.js';
 import { freePort, startRedisServer } from '../test/support/redis.js';
 
 const args = process.argv.slice(2);
@@ -25,23 +30,32 @@ const seconds = Number(args[args.indexOf('--seconds') + 1] ?? 20) || 20;
 const RSS_BOUND_MB = Number(process.env.ATTACK_RSS_BOUND_MB ?? 400);
 /**
  * Parts to leave out, to measure the others alone: `ATTACK_SKIP=held-registrations,held-channels`, or
- * any loop by name (`bus-replay`, `framing`, `oversized-ids`, `channels`). ATTACK_LOG_DIR keeps the
+ * any loop by name (`bus-replay`, `framing`, `oversized-ids`, `channels`, `partial-frames`,
+ * `connections`, `queues`). ATTACK_LOG_DIR keeps the
  * engines' logs (at ATTACK_LOG_LEVEL, default warn), each failed legitimate request and Redis's INFO.
  */
 const SKIP = new Set((process.env.ATTACK_SKIP ?? '').split(',').filter((x) => x !== ''));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const MiB = 1024 * 1024;
 
 async function main(): Promise<void> {
   const redis = await startRedisServer();
   const name = `atk${Math.random().toString(36).slice(2, 7)}`;
   const cluster = { processes: 2, secret: 'attack-secret', name, advertise_host: '127.0.0.1', heartbeat_ms: 200, lease_ms: 1000, redis_url: redis.url };
   const tenantPorts = [await freePort(), await freePort()];
+  /** A listener with max_connections 32 per process, flooded past it. */
+  const cappedPorts = [await freePort(), await freePort()];
   const node = (i: number) =>
     startEngine({
       logLevel: process.env.ATTACK_LOG_LEVEL ?? 'warn',
       cluster: { ...cluster, node_id: `node-${i}` },
       modules: [
-        { name: 'iii-worker-manager', config: { host: '127.0.0.1', port: tenantPorts[i], max_registrations: 50, rbac: { expose_functions: ['match("t::*")'] } } },
+        // The tenant's listener: queues of 16 MiB per worker and per listener and process (defaults 64 MiB).
+        {
+          name: 'iii-worker-manager',
+          config: { host: '127.0.0.1', port: tenantPorts[i], max_registrations: 50, max_queued_bytes: 16 * MiB, max_listener_queued_bytes: 16 * MiB, rbac: { expose_functions: ['match("t::*")'] } },
+        },
+        { name: 'iii-worker-manager', config: { host: '127.0.0.1', port: cappedPorts[i], max_connections: 32, rbac: { expose_functions: [] } } },
         { name: 'iii-http-functions', config: { security: { url_allowlist: ['*'], block_private_ips: true, require_https: false } } },
       ],
     });
@@ -105,6 +119,15 @@ async function main(): Promise<void> {
   const publisher = new Redis(redis.url);
 
   const tenantUrl = (i: number) => `ws://127.0.0.1:${tenantPorts[i]}`;
+  const cappedUrl = (i: number) => `ws://127.0.0.1:${cappedPorts[i]}`;
+  /** Raw sockets of the partial-frame and connection floods, per node, oldest first (each loop keeps a bounded number). */
+  const partialSockets: RawWebSocket[][] = [[], []];
+  const floodSockets: RawWebSocket[][] = [[], []];
+  const floodStats = { partialOpened: 0, partialRefused: 0, partialCutByEngine: 0, capAccepted: 0, capRefused503: 0, capOtherStatus: 0, sinks: 0, sinksClosedByEngine: 0 };
+  /** Keeps at most `max` sockets in `list`, destroying the oldest. */
+  const trim = (list: RawWebSocket[], max: number) => {
+    while (list.length > max) list.shift()?.socket.destroy();
+  };
   const smuggle = [
     'GET /legit/0 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\nPOST /legit/0 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n',
     'POST /legit/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000000\r\n\r\nGET  /legit/0 HTTP/1.1\r\nHost: x\r\n\r\n',
@@ -202,6 +225,80 @@ async function main(): Promise<void> {
         await w.close();
       }
     }),
+    // Unfinished messages: per node, 4 connections every 2 s each send 15 MiB of a message and stop
+    // (half a frame's payload; half a first fragment, kept alive with pongs); up to 32 per node held.
+    loop('partial-frames', 2000, async () => {
+      for (const i of [0, 1]) {
+        const batch = await Promise.all(Array.from({ length: 4 }, () => openRawWebSocket(tenantUrl(i)).catch(() => undefined)));
+        const open = batch.filter((ws): ws is RawWebSocket => ws?.status === 101);
+        floodStats.partialOpened += open.length;
+        floodStats.partialRefused += batch.length - open.length;
+        for (const ws of batch) if (ws !== undefined && ws.status !== 101) ws.socket.destroy();
+        const list = partialSockets[i] as RawWebSocket[];
+        for (const ws of open) {
+          list.push(ws);
+          void ws.closed.then(() => {
+            if (list.includes(ws)) floodStats.partialCutByEngine++;
+          });
+        }
+        await Promise.all(open.map((ws, k) => Promise.race([k % 2 === 0 ? sendPartialFrame(ws, 16 * MiB - 1024, 15 * MiB) : sendOpenFragment(ws, 15 * MiB), ws.closed])));
+        for (const ws of [...list]) if (ws.socket.destroyed) list.splice(list.indexOf(ws), 1);
+        trim(list, 32);
+      }
+    }),
+    // Connections past max_connections (32 per process) on the capped listener: 48 a round per node,
+    // kept alive with pongs, up to 96 per node held; the rest are answered 503 TOO_MANY_CONNECTIONS.
+    loop('connections', 2000, async () => {
+      for (const i of [0, 1]) {
+        const list = floodSockets[i] as RawWebSocket[];
+        for (let k = 0; k < 48; k++) {
+          const ws = await openRawWebSocket(cappedUrl(i)).catch(() => undefined);
+          if (ws === undefined) continue;
+          if (ws.status === 101) {
+            floodStats.capAccepted++;
+            list.push(ws);
+            const pong = setInterval(() => !ws.socket.destroyed && ws.socket.write(PONG), 1000);
+            void ws.closed.then(() => clearInterval(pong));
+          } else {
+            if (ws.status === 503 && ws.body.includes('TOO_MANY_CONNECTIONS')) floodStats.capRefused503++;
+            else floodStats.capOtherStatus++;
+            ws.socket.destroy();
+          }
+        }
+        for (const ws of [...list]) if (ws.socket.destroyed) list.splice(list.indexOf(ws), 1);
+        trim(list, 96);
+      }
+    }),
+    // Queues towards workers that never read: per node, 6 of the tenant's workers serve a function and
+    // stop reading; another of its connections calls each 6 times with 2 MiB (12 MiB each, under
+    // max_queued_bytes, 72 MiB in all: past the listener's 16 MiB per process); all closed after 5 s.
+    loop('queues', 3000, async () => {
+      for (const i of [0, 1]) {
+        const caller = await RawWorker.connect(tenantUrl(i));
+        const sinks: RawWorker[] = [];
+        for (let k = 0; k < 6; k++) {
+          const sink = await RawWorker.connect(tenantUrl(i));
+          sink.send({ type: 'registerfunction', id: `t::sink-${i}-${k}` });
+          await sink.sync();
+          (sink.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+          sinks.push(sink);
+          floodStats.sinks++;
+          let mine = true;
+          void sink.closed.then(() => {
+            if (mine) floodStats.sinksClosedByEngine++;
+          });
+          setTimeout(() => {
+            mine = false;
+            sink.ws.terminate();
+          }, 5000);
+        }
+        const blob = 'q'.repeat(2 * MiB);
+        for (let n = 0; n < 6; n++) for (let k = 0; k < 6; k++) caller.send({ type: 'invokefunction', invocation_id: `q-${n}-${k}`, function_id: `t::sink-${i}-${k}`, data: { blob } });
+        caller.send({ type: 'ping' });
+        await caller.ofType('pong', 60_000);
+        setTimeout(() => caller.ws.terminate(), 5000);
+      }
+    }),
     loop('bus-replay', 500, async () => {
       for (const text of captured.slice(0, 50)) await publisher.publish(`${name}:bus`, text);
     }),
@@ -232,6 +329,16 @@ async function main(): Promise<void> {
   ]);
   clearInterval(sampler);
   clearInterval(loadSampler);
+  // What the engines counted: every limit hit by reason, summed over each node's processes.
+  const limitHits = await Promise.all(
+    nodes.map(async (n) => {
+      const text = (await http(`${n.adminUrl}/metrics`).catch(() => ({ text: '' }))).text;
+      const hits: Record<string, number> = {};
+      for (const m of text.matchAll(/^switchyard_worker_limit_hits_total\{reason="([^"]+)"\} (\d+)/gm)) hits[String(m[1])] = Number(m[2]);
+      return hits;
+    }),
+  );
+  for (const list of [...partialSockets, ...floodSockets]) for (const ws of list.splice(0)) ws.socket.destroy();
   for (const ws of channelSockets) ws.terminate();
   for (const w of held) await w.close().catch(() => undefined);
   const alive = pids.filter((pid) => isRunning(pid));
@@ -256,6 +363,8 @@ async function main(): Promise<void> {
     legitWorkersClosed: legitClosed.map(({ at, ...rest }) => ({ ...rest, atSecond: Math.round((at - started) / 1000) })),
     rssAfterSetupMb: rssAfterSetup,
     channelsHeld,
+    floods: floodStats,
+    limitHits,
     attackRounds: counts.attacks,
   };
   // ATTACK_LOG_DIR: keep every engine's log lines, the failures and Redis's INFO for reading afterwards.
