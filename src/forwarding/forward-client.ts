@@ -47,6 +47,7 @@ interface PendingCall {
   traceparent: string | undefined;
   baggage: string | undefined;
   metadata: unknown;
+  channels: readonly string[] | undefined;
   resolve: (result: ForwardResult) => void;
   timer: NodeJS.Timeout;
   /** The connection it was written to; null while it waits for one. */
@@ -119,7 +120,11 @@ export class ForwardClient {
     return this.pending.size;
   }
 
-  invoke(functionId: string, data: unknown, options: { deadline: number; requestId?: string; traceparent?: string; baggage?: string; metadata?: unknown }): Promise<ForwardResult> {
+  invoke(
+    functionId: string,
+    data: unknown,
+    options: { deadline: number; requestId?: string; traceparent?: string; baggage?: string; metadata?: unknown; channels?: readonly string[] },
+  ): Promise<ForwardResult> {
     if (this.closed) return Promise.resolve(notDispatched('forward client is closed'));
     const remainingMs = Math.min(options.deadline - performance.now(), MAX_WAIT_MS);
     // Written so that a NaN deadline counts as passed rather than reaching the wire.
@@ -139,6 +144,7 @@ export class ForwardClient {
         traceparent: options.traceparent,
         baggage: options.baggage,
         metadata: options.metadata,
+        channels: options.channels,
         resolve,
         timer,
         connection: null,
@@ -266,6 +272,7 @@ export class ForwardClient {
         traceparent: call.traceparent,
         baggage: call.baggage,
         metadata: call.metadata,
+        channels: call.channels,
       };
       frame = encodeCall(message, this.maxFrameBytes);
     } catch (err) {

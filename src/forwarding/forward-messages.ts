@@ -13,9 +13,11 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   server → client  [1 helloOk, version]                               or
  *   server → client  [2 reject, reason]                                 then the server closes
  *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid,
- *                     traceparent|null, baggage|null, metadataJson|null]      (appended in 1:
- *                     older peers send six fields and ignore the extra ones; metadata is the
- *                     invocation's `metadata`, iii's, as JSON text)
+ *                     traceparent|null, baggage|null, metadataJson|null, channelIds|null]
+ *                    (appended in 1: older peers send six fields and ignore the extra ones;
+ *                     metadata is the invocation's `metadata`, iii's, as JSON text; channelIds,
+ *                     appended later in 2, lists the streaming channels whose refs the data
+ *                     carries, whose traffic the owner's heartbeat counts as the worker's)
  *   server → client  [4 resultOk, id, valueJson|null]
  *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
  *   server → client  [6 resultEngineError, id, code, message]
@@ -123,7 +125,13 @@ export interface CallMessage {
   baggage?: string | undefined;
   /** The invocation's `metadata` (a trigger's, or the caller's), handed to the worker unchanged. */
   metadata?: unknown;
+  /** The streaming channels the data hands the worker (InvokeOptions.channels). */
+  channels?: readonly string[] | undefined;
 }
+
+/** A call names at most this many channels, each id at most this long; more is ignored. */
+const MAX_CALL_CHANNELS = 16;
+const MAX_CHANNEL_ID_CHARS = 64;
 
 /** Opens a tunnel to one end of a channel the server holds (in place of a hello). */
 export interface ChannelAttachMessage {
@@ -173,25 +181,16 @@ export function encodeReject(reason: string): Buffer {
 }
 
 export function encodeCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: number): Buffer {
-  return encodeFrame(
-    call.traceparent === undefined && call.baggage === undefined && call.metadata === undefined
-      ? [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid]
-      : call.metadata === undefined
-        ? [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid, call.traceparent ?? null, call.baggage ?? null]
-        : [
-            KIND.call,
-            call.id,
-            call.functionId,
-            toJson(call.data),
-            call.remainingMs,
-            call.requestId ?? null,
-            call.isVoid,
-            call.traceparent ?? null,
-            call.baggage ?? null,
-            toJson(call.metadata),
-          ],
-    maxFrameBytes,
-  );
+  const channels = call.channels !== undefined && call.channels.length > 0 ? call.channels : undefined;
+  const head: unknown[] = [KIND.call, call.id, call.functionId, toJson(call.data), call.remainingMs, call.requestId ?? null, call.isVoid];
+  // The shortest form that says everything: an older peer reads the same frames as before.
+  if (call.traceparent === undefined && call.baggage === undefined && call.metadata === undefined && channels === undefined) {
+    return encodeFrame(head, maxFrameBytes);
+  }
+  head.push(call.traceparent ?? null, call.baggage ?? null);
+  if (call.metadata !== undefined || channels !== undefined) head.push(call.metadata === undefined ? null : toJson(call.metadata));
+  if (channels !== undefined) head.push(channels);
+  return encodeFrame(head, maxFrameBytes);
 }
 
 export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameBytes: number): Buffer {
@@ -219,6 +218,13 @@ function decodeArray(body: Buffer): unknown[] {
 const isId = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const isString = (v: unknown): v is string => typeof v === 'string';
 
+/** A call's channel ids: bounded in number and length; anything else is ignored, not refused. */
+function channelList(value: unknown): string[] | undefined {
+  if (!Array.isArray(value) || value.length === 0) return undefined;
+  const ids = value.slice(0, MAX_CALL_CHANNELS).filter((id): id is string => isString(id) && id.length > 0 && id.length <= MAX_CHANNEL_ID_CHARS);
+  return ids.length === 0 ? undefined : ids;
+}
+
 /** The one decoder for frames a client sends: a typed message or a FrameError. */
 export function decodeClientMessage(body: Buffer): ClientMessage {
   const m = decodeArray(body);
@@ -230,7 +236,7 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       return { kind: 'hello', version, cluster, proof, peerId, nonce: isString(nonce) ? nonce : '', timestampMs: isId(timestampMs) ? timestampMs : 0 };
     }
     case KIND.call: {
-      const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage, metadata] = m;
+      const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage, metadata, channels] = m;
       if (
         !isId(id) ||
         !isString(functionId) ||
@@ -249,6 +255,8 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       if (isString(traceparent)) call.traceparent = traceparent;
       if (isString(baggage)) call.baggage = baggage;
       if (isString(metadata)) call.metadata = new RawJson(metadata);
+      const channelIds = channelList(channels);
+      if (channelIds !== undefined) call.channels = channelIds;
       return call;
     }
     case KIND.channelAttach: {

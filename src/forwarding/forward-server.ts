@@ -363,6 +363,7 @@ export class ForwardServer {
       ...(traceparent === undefined ? {} : { traceparent }),
       ...(call.baggage === undefined ? {} : { baggage: call.baggage }),
       ...(call.metadata === undefined ? {} : { metadata: call.metadata }),
+      ...(call.channels === undefined ? {} : { channels: call.channels }),
     };
     let result: Promise<InvocationOutcome>;
     try {

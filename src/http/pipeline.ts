@@ -284,6 +284,8 @@ export class HttpPipeline {
     }
     const headOnly = state.req.method === 'HEAD';
     const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes);
+    // The call names its channels: data on them keeps a worker busy streaming from being dropped as frozen.
+    options.channels = channels.ids;
     return channels.answer(endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options)), state.deadline);
   }
 

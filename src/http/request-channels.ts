@@ -94,6 +94,11 @@ export class RequestChannels {
     );
   }
 
+  /** The two channels' ids (the call carries them: docs/reliability.md). */
+  get ids(): readonly string[] {
+    return [this.requestBodyId, this.responseId];
+  }
+
   /** Whether the connection may carry another request (no upload was left unread). */
   get bodyFullyRead(): boolean {
     return this.bodyConsumed;

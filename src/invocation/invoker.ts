@@ -11,6 +11,12 @@ export interface InvokeOptions {
   baggage?: string;
   /** The invocation's `metadata` (iii's `invokefunction.metadata`): a trigger's, or what a caller gave. */
   metadata?: unknown;
+  /**
+   * The streaming channels whose refs the call's data hands the worker (an HTTP handler's
+   * `request_body` and `response`): while the call is in flight, data on them counts as the worker's
+   * sign of life for the heartbeat (docs/reliability.md).
+   */
+  channels?: readonly string[];
   /** Filled in by the invoker: where the call ran (for the access log and metrics). */
   trace?: InvocationTrace;
 }

@@ -5,7 +5,7 @@ import type { HubMember, WorkerHub } from './worker-hub.js';
 
 /** What the local invoker calls on a connection (WorkerConnection; tests pass their own). */
 export interface InvokableMember extends HubMember {
-  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string; metadata?: unknown }): Promise<InvocationOutcome>;
+  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string; metadata?: unknown; channels?: readonly string[] }): Promise<InvocationOutcome>;
   fire(functionId: string, data: unknown, metadata?: unknown): boolean;
 }
 

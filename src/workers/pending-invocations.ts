@@ -3,6 +3,8 @@ import { engineFailure } from '../invocation/invoker.js';
 
 interface Pending {
   functionId: string;
+  /** The streaming channels whose refs the call handed the worker (an HTTP handler's two). */
+  channels: readonly string[] | undefined;
   settle: (outcome: InvocationOutcome) => void;
   timer: NodeJS.Timeout;
 }
@@ -18,7 +20,7 @@ export class PendingInvocations {
     return this.entries.size;
   }
 
-  add(invocationId: string, functionId: string, timeoutMs: number): Promise<InvocationOutcome> {
+  add(invocationId: string, functionId: string, timeoutMs: number, channels?: readonly string[]): Promise<InvocationOutcome> {
     // Ids are engine-made uuids; a repeat would orphan the first promise, so it is a bug, loudly.
     if (this.entries.has(invocationId)) throw new Error(`invocation ${invocationId} is already pending`);
     return new Promise<InvocationOutcome>((resolve) => {
@@ -27,8 +29,24 @@ export class PendingInvocations {
           resolve(engineFailure('TIMEOUT', `function ${functionId} did not answer within ${Math.round(timeoutMs)} ms`));
         }
       }, timeoutMs);
-      this.entries.set(invocationId, { functionId, settle: resolve, timer });
+      this.entries.set(invocationId, { functionId, channels, settle: resolve, timer });
     });
+  }
+
+  /**
+   * The channels the pending calls handed the worker, at most `limit` of them (the heartbeat asks
+   * whether any moved data lately: a worker busy streaming may answer no ping).
+   */
+  channelIds(limit: number): string[] {
+    const ids: string[] = [];
+    for (const { channels } of this.entries.values()) {
+      if (channels === undefined) continue;
+      for (const id of channels) {
+        if (ids.length >= limit) return ids;
+        ids.push(id);
+      }
+    }
+    return ids;
   }
 
   /** Returns false when no such invocation is pending here (late, duplicate or never sent). */

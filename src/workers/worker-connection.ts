@@ -197,7 +197,12 @@ export class WorkerConnection implements HubMember {
     return true;
   }
 
-  invoke(functionId: string, data: unknown, timeoutMs: number, trace?: { traceparent?: string; baggage?: string; metadata?: unknown }): Promise<InvocationOutcome> {
+  invoke(
+    functionId: string,
+    data: unknown,
+    timeoutMs: number,
+    trace?: { traceparent?: string; baggage?: string; metadata?: unknown; channels?: readonly string[] },
+  ): Promise<InvocationOutcome> {
     const invocationId = randomUUID();
     const httpTarget = this.functions.get(functionId)?.invocation;
     if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
@@ -206,7 +211,7 @@ export class WorkerConnection implements HubMember {
     // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
     const metadataJson = trace?.metadata === undefined ? undefined : toJson(trace.metadata);
     const frame = encodeInvocation(invocationId, this.session.workerId(functionId), toJson(data), trace?.traceparent, trace?.baggage, metadataJson);
-    const result = this.pending.add(invocationId, functionId, timeoutMs);
+    const result = this.pending.add(invocationId, functionId, timeoutMs, trace?.channels);
     if (!this.send(frame)) {
       // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.
       this.pending.resolve(invocationId, engineFailure('FUNCTION_UNAVAILABLE', `worker ${this.id} left before the call was sent`));

@@ -62,6 +62,28 @@ describe('forward messages', () => {
     expect(decodeClientMessage(body(encodeCall({ ...call, metadata: undefined }, MAX)))).not.toHaveProperty('metadata');
   });
 
+  it('names the channels a call hands the worker (appended field), bounded, and ignores what is not a list of ids', () => {
+    const call = { id: 4, functionId: 'f', data: 1, remainingMs: 10, requestId: undefined, isVoid: false, channels: ['abc-1', 'abc-2'] };
+    const decoded = decodeClientMessage(body(encodeCall(call, MAX)));
+    expect(decoded).toMatchObject({ kind: 'call', id: 4, channels: ['abc-1', 'abc-2'] });
+    // The fields before it travel as null: nothing else appears.
+    expect(decoded).not.toHaveProperty('metadata');
+    expect(decoded).not.toHaveProperty('traceparent');
+    expect(decodeClientMessage(body(encodeCall({ ...call, metadata: { m: 1 }, traceparent: 'tp' }, MAX)))).toMatchObject({
+      channels: ['abc-1', 'abc-2'],
+      metadata: new RawJson('{"m":1}'),
+      traceparent: 'tp',
+    });
+    // None (or an empty list) is the frame an older peer sends.
+    expect(encodeCall({ ...call, channels: [] }, MAX)).toEqual(encodeCall({ ...call, channels: undefined }, MAX));
+    expect(decodeClientMessage(body(encodeCall({ ...call, channels: undefined }, MAX)))).not.toHaveProperty('channels');
+    // A later version may put something else there; a list is cut to 16 ids of at most 64 characters.
+    const odd = (channels: unknown) => decodeClientMessage(body(encodeCall({ ...call, channels: channels as string[] }, MAX)));
+    expect(odd([1, 2])).not.toHaveProperty('channels');
+    expect(odd(['x'.repeat(65), 'ok'])).toMatchObject({ channels: ['ok'] });
+    expect((odd(Array.from({ length: 40 }, (_, i) => `c-${i}`)) as { channels: readonly string[] }).channels).toHaveLength(16);
+  });
+
   it('keeps __proto__ keys as data across the hop (msgpackr would rename them)', () => {
     const data = JSON.parse('{"__proto__":{"polluted":true},"a":1}') as unknown;
     const decoded = decodeClientMessage(body(encodeCall({ id: 1, functionId: 'f', data, remainingMs: 1, requestId: undefined, isVoid: false }, MAX)));
