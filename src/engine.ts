@@ -23,6 +23,8 @@ import { WorkerHub, retireRelayed } from './workers/worker-hub.js';
 import type { ChannelRequest } from './channels/channel-endpoint.js';
 import { ChannelRegistry } from './channels/channel-registry.js';
 import { channelAttachDecision } from './channels/channel-attach.js';
+import { ChannelActivity } from './channels/channel-activity.js';
+import { ChannelLivenessProbe } from './cluster/channel-liveness.js';
 import { CREATE_CHANNEL_FUNCTION, createChannelFunction } from './engine-functions/channels-create.js';
 import { EngineFunctions } from './workers/engine-functions.js';
 import { REGISTER_WORKER_FUNCTION, registerWorkerFunction } from './workers/worker-connection.js';
@@ -90,6 +92,9 @@ export class Engine {
   readonly metrics: EngineMetrics;
   /** Streaming channels held by this process (docs/streaming.md). */
   readonly channels: ChannelRegistry;
+  /** When workers' channel sockets here last moved data, and the question of it across the node (docs/reliability.md). */
+  private readonly channelActivity: ChannelActivity;
+  private readonly channelLiveness: ChannelLivenessProbe;
   private readonly engineFunctions: EngineFunctions;
   private readonly httpFunctions: HttpFunctionCaller;
   private readonly tracing: Tracing;
@@ -132,6 +137,10 @@ export class Engine {
     this.traceQuestions = this.traceOwners === undefined || options.primary === undefined ? undefined : new TraceOwnerQuestions(options.primary, this.traceOwners);
     this.localInvoker = new LocalInvoker(this.hub, this.traceOwners);
     this.channels = new ChannelRegistry(this.hub.ownerId, logger.child({ module: 'channels' }), undefined, config.workers.maxChannelBufferBytes);
+    // Kept for twice the longest heartbeat timeout: a question is about the last timeout only.
+    const heartbeatTimeoutMs = Math.max(config.workers.heartbeatTimeoutMs, ...config.workers.extraListeners.map((listener) => listener.heartbeatTimeoutMs));
+    this.channelActivity = new ChannelActivity(2 * heartbeatTimeoutMs);
+    this.channelLiveness = new ChannelLivenessProbe(this.channelActivity, options.primary);
     this.engineFunctions = new EngineFunctions()
       .register(REGISTER_WORKER_FUNCTION, registerWorkerFunction)
       .register(CREATE_CHANNEL_FUNCTION, createChannelFunction(this.channels, { created: () => this.metrics.channelCreated(), refused: (reason) => this.metrics.channelRefused(reason) }));
@@ -241,6 +250,7 @@ export class Engine {
       workerCallTimeoutMs: config.api.defaultTimeoutMs,
       onReattach: () => this.metrics.workerReconnected(),
       onFrozen: () => this.metrics.workerFrozen(),
+      channelLiveness: this.channelLiveness,
       onLimit: (kind) => this.metrics.workerLimit(kind),
       functionMetadata: (id) => this.table.current().functionMetadata.get(id),
       engineFunctions: this.engineFunctions,
@@ -255,6 +265,7 @@ export class Engine {
     const peers = this.peers;
     const workerChannels = {
       registry: this.channels,
+      activity: this.channelActivity,
       ...(peers === undefined ? {} : { openRemote: (tag: string, request: ChannelRequest) => peers.openChannel(tag, request) }),
     };
     // Workers' log records are printed (iii's logs_console_output) and, with an exporter, relayed too.
@@ -372,6 +383,7 @@ export class Engine {
         ['forward', () => this.forwardServer?.close()],
         ['channels', () => {
           this.channels.close();
+          this.channelLiveness.close();
           return undefined;
         }],
         ['workers', async () => {

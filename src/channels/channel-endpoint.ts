@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type WebSocket from 'ws';
 import type { ChannelDirection } from './channel.js';
+import type { ChannelActivity } from './channel-activity.js';
 import { Channel } from './channel.js';
 import type { ChannelRegistry } from './channel-registry.js';
 import { channelLimits, ownerTagOfChannel } from './channel-registry.js';
@@ -55,6 +56,8 @@ export class ChannelEndpoint {
     private readonly upgrade: UpgradeCompleter,
     private readonly logger: Logger,
     private readonly openRemote?: RemoteChannelOpener,
+    /** Records the traffic of the worker sockets joined here (the heartbeat asks it: channel-activity.ts). */
+    private readonly activity?: ChannelActivity,
   ) {}
 
   handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -96,7 +99,7 @@ export class ChannelEndpoint {
     }
     this.upgrade(request, socket, head, (ws) => {
       // Claimed a moment ago; the other end may have torn the channel down meanwhile.
-      if (!attachWebSocket(ws, socket, claim.channel, target.direction)) ws.close(CLOSE_GOING_AWAY, 'channel gone');
+      if (!attachWebSocket(ws, socket, claim.channel, target.direction, this.activity?.track(target.channelId))) ws.close(CLOSE_GOING_AWAY, 'channel gone');
     });
   }
 
@@ -118,7 +121,7 @@ export class ChannelEndpoint {
       upgraded = true;
       const relay = new Channel(target.channelId, target.key, channelLimits(), () => undefined, undefined, this.registry.budget);
       // The worker reads: the link writes into the relay. The worker writes: the link reads from it.
-      attachWebSocket(ws, socket, relay, target.direction);
+      attachWebSocket(ws, socket, relay, target.direction, this.activity?.track(target.channelId));
       attachTunnelLink(link, relay, target.direction === 'read' ? 'write' : 'read');
       link.resume();
     });

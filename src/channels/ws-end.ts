@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
 import WebSocket from 'ws';
 import type { Channel, ChannelDirection, ChannelReader, ReaderFeedback, WriterInput } from './channel.js';
+import type { ActivityMark } from './channel-activity.js';
 
 /**
  * A worker's channel WebSocket as one end of a channel (docs/streaming.md#the-channel-socket), with the
@@ -35,12 +36,28 @@ export function failSocket(raw: Duplex, reason: string): void {
   setTimeout(() => raw.destroy(), 1000).unref();
 }
 
-/** Attaches a worker's channel socket to `channel` as the end it asked for; false when that end is taken. */
-export function attachWebSocket(ws: WebSocket, raw: Duplex, channel: Pick<Channel, 'attachReader' | 'attachWriter'>, direction: ChannelDirection): boolean {
-  return direction === 'read' ? attachAsReader(ws, raw, channel) : attachAsWriter(ws, channel);
+/** A socket nobody asks about. */
+const UNTRACKED: ActivityMark = Object.freeze({ moved: () => undefined, closed: () => undefined });
+
+/**
+ * Attaches a worker's channel socket to `channel` as the end it asked for; false when that end is
+ * taken. `activity` hears of every frame the worker sends or takes (the heartbeat counts it as a sign
+ * of life: channel-activity.ts) and of the socket's close.
+ */
+export function attachWebSocket(
+  ws: WebSocket,
+  raw: Duplex,
+  channel: Pick<Channel, 'attachReader' | 'attachWriter'>,
+  direction: ChannelDirection,
+  activity: ActivityMark = UNTRACKED,
+): boolean {
+  const attached = direction === 'read' ? attachAsReader(ws, raw, channel, activity) : attachAsWriter(ws, channel, activity);
+  if (attached) ws.once('close', () => activity.closed());
+  else activity.closed();
+  return attached;
 }
 
-function attachAsReader(ws: WebSocket, raw: Duplex, channel: Pick<Channel, 'attachReader'>): boolean {
+function attachAsReader(ws: WebSocket, raw: Duplex, channel: Pick<Channel, 'attachReader'>, activity: ActivityMark): boolean {
   let ended = false;
   const bound: { feedback?: ReaderFeedback } = {};
   const reader: ChannelReader = {
@@ -49,6 +66,9 @@ function attachAsReader(ws: WebSocket, raw: Duplex, channel: Pick<Channel, 'atta
         flushed();
         return true;
       }
+      // Past the high-water mark nothing more is handed over until the worker reads: a stopped
+      // worker fills its buffers, then nothing moves.
+      activity.moved();
       ws.send(data, { binary }, flushed);
       if (ws.bufferedAmount < SEND_HIGH_WATER_BYTES) return true;
       raw.once('drain', () => bound.feedback?.drained());
@@ -71,7 +91,7 @@ function attachAsReader(ws: WebSocket, raw: Duplex, channel: Pick<Channel, 'atta
   return true;
 }
 
-function attachAsWriter(ws: WebSocket, channel: Pick<Channel, 'attachWriter'>): boolean {
+function attachAsWriter(ws: WebSocket, channel: Pick<Channel, 'attachWriter'>, activity: ActivityMark): boolean {
   let input: WriterInput | undefined;
   input = channel.attachWriter({
     pause: () => ws.pause(),
@@ -82,7 +102,10 @@ function attachAsWriter(ws: WebSocket, channel: Pick<Channel, 'attachWriter'>): 
     },
   });
   if (input === undefined) return false;
-  ws.on('message', (data: WebSocket.RawData, isBinary: boolean) => input?.push(toBuffer(data), isBinary));
+  ws.on('message', (data: WebSocket.RawData, isBinary: boolean) => {
+    activity.moved();
+    input?.push(toBuffer(data), isBinary);
+  });
   ws.on('close', (code: number, reason: Buffer) => {
     const text = reason.toString('utf8');
     if (code === CLOSE_NORMAL) input?.end('complete', text || 'closed');

@@ -13,6 +13,7 @@ import type { IpcChannel } from '../bus/ipc-channel.js';
 import { IpcRelay } from '../bus/ipc-relay.js';
 import { FreshnessHost } from '../cluster/freshness.js';
 import { TraceOwnerHost } from '../cluster/trace-owner-questions.js';
+import { ChannelLivenessHost } from '../cluster/channel-liveness.js';
 import { defaultNodeId } from '../cluster/peer-id.js';
 import type { BusState } from './node-health.js';
 import { busState, nodeReady } from './node-health.js';
@@ -76,6 +77,8 @@ export class Primary {
   private readonly freshness = new FreshnessHost();
   /** Answers a child's question about a trace (whose worker its log record is) by asking its siblings. */
   private readonly traceOwners = new TraceOwnerHost();
+  /** Answers a child's heartbeat question about a worker's channel traffic by asking its siblings (src/cluster/channel-liveness.ts). */
+  private readonly channelLiveness = new ChannelLivenessHost();
   /** Embedded mode: the one copy of the modules' kv stores, and the cluster's leases (docs/modules.md). */
   private readonly kvHost: KvHost | undefined;
   /** Embedded mode with iii-queue: the one copy of the queue's messages (docs/queue.md#embedded). */
@@ -181,6 +184,7 @@ export class Primary {
     this.relay.attach(channel);
     this.freshness.attach(channel);
     this.traceOwners.attach(channel);
+    this.channelLiveness.attach(channel);
     this.kvHost?.attach(channel);
     this.queueHost?.attach(channel);
     worker.on('message', (message: unknown) => {
@@ -237,6 +241,7 @@ export class Primary {
       this.relay.detach(slot.channel);
       this.freshness.detach(slot.channel);
       this.traceOwners.detach(slot.channel);
+      this.channelLiveness.detach(slot.channel);
       this.kvHost?.detach(slot.channel);
       this.queueHost?.detach(slot.channel);
     }

@@ -28,6 +28,7 @@ import { REGISTRATION_LIMITS } from '../protocol/limits.js';
 import type { WorkerSession } from './worker-session.js';
 import { DEFAULT_LIMITS, OPEN_AUTH, WorkerSession as Session } from './worker-session.js';
 import { isTelemetryFrame } from './telemetry-handoff.js';
+import type { ChannelLiveness, ChannelSighting } from '../channels/channel-activity.js';
 
 export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   hub: WorkerHub<WorkerConnection>;
@@ -42,6 +43,12 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   retireElsewhere?: (previousWorkerId: string, reattachToken: string) => number;
   /** A worker was dropped by the heartbeat (metrics). */
   onFrozen?: () => void;
+  /**
+   * Before the heartbeat drops a silent worker that has calls in flight with streaming channels, it
+   * asks this when any of those channels last moved data through a worker's socket, on this process
+   * or a sibling (ms ago; undefined: not within `withinMs`). Unset: silence alone decides.
+   */
+  channelLiveness?: ChannelLiveness;
   /** Calls HTTP-invoked functions; without it, registrations with `invocation` are refused. */
   httpFunctions?: HttpFunctionCaller;
   /** A per-worker limit refused something (metrics). */
@@ -59,6 +66,9 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   listenerQueues?: QueueBudget;
 }
 
+
+/** At most this many channel ids go into one liveness question (a worker's calls in flight are capped too). */
+export const MAX_LIVENESS_CHANNELS = 256;
 
 /** The engine function the SDK calls right after connecting, with its metadata. */
 export const REGISTER_WORKER_FUNCTION = 'engine::workers::register';
@@ -109,8 +119,10 @@ export class WorkerConnection implements HubMember {
   private readonly calls: WorkerCalls;
   /** max_frames_per_second (none when 0). */
   private readonly frameRate: FrameRateLimit | undefined;
-  /** Heartbeat ticks since the last frame or pong from the worker. */
+  /** Heartbeat ticks since the last frame or pong from the worker (or data on its calls' channels). */
   private silentTicks = 0;
+  /** A question about this worker's channel traffic is out; its answer drops the worker or keeps it. */
+  private askingChannels = false;
   private readonly malformedWarnings: WarnThrottle;
   private readonly logger: Logger;
   private readonly outbound: WorkerOutbound;
@@ -256,19 +268,53 @@ export class WorkerConnection implements HubMember {
 
   /**
    * One heartbeat tick: pings the worker, or drops it when it has sent nothing (not even a pong)
-   * for `maxSilentTicks` ticks — a frozen or half-open worker. Returns whether it was dropped.
+   * for `maxSilentTicks` ticks — a frozen or half-open worker. A silent worker with calls in flight
+   * that carry streaming channels is first looked up: a worker whose event loop is busy writing a
+   * stream answers no ping, yet its channel socket moves data (docs/reliability.md). If any of
+   * those channels moved data within the timeout, the worker is alive and its silence counts from
+   * then; otherwise, or when the question fails, it is dropped.
    */
-  heartbeat(maxSilentTicks: number, intervalMs: number): boolean {
-    if (this.closed) return false;
+  heartbeat(maxSilentTicks: number, intervalMs: number): void {
+    if (this.closed) return;
     if (++this.silentTicks > maxSilentTicks) {
-      const silentMs = (this.silentTicks - 1) * intervalMs;
-      this.logger.warn({ silentMs }, 'worker sent nothing, not even a pong: dropping it as frozen');
-      this.cleanup(`no frame or pong for ${silentMs} ms (heartbeat)`);
-      this.socket.terminate();
-      return true;
+      // The question's answer decides; until it comes the worker is pinged as before.
+      if (!this.askingChannels && !this.askAboutChannels(maxSilentTicks, intervalMs)) {
+        this.dropFrozen((this.silentTicks - 1) * intervalMs);
+        return;
+      }
     }
     if (this.socket.readyState === WebSocket.OPEN) this.socket.ping();
-    return false;
+  }
+
+  /** Asks whether this worker's calls' channels moved data lately; false when there is nothing to ask. */
+  private askAboutChannels(maxSilentTicks: number, intervalMs: number): boolean {
+    const liveness = this.deps.channelLiveness;
+    if (liveness === undefined) return false;
+    const channels = this.pending.channelIds(MAX_LIVENESS_CHANNELS);
+    if (channels.length === 0) return false;
+    const timeoutMs = maxSilentTicks * intervalMs;
+    this.askingChannels = true;
+    const decide = (seen: ChannelSighting | undefined): void => {
+      this.askingChannels = false;
+      if (this.closed || this.silentTicks <= maxSilentTicks) return; // it spoke meanwhile
+      if (seen !== undefined && seen.agoMs < timeoutMs) {
+        // Its silence now counts from the channel's last data, so a worker that stops there too is
+        // dropped one timeout later, as one that stops answering pings is.
+        this.silentTicks = Math.floor(seen.agoMs / intervalMs);
+        this.logger.debug({ channelAgoMs: Math.round(seen.agoMs), seenOn: seen.where, channels: channels.length }, 'worker answers no ping but its channels move data: kept');
+        return;
+      }
+      this.dropFrozen((this.silentTicks - 1) * intervalMs);
+    };
+    liveness.lastMoved(channels, timeoutMs).then(decide, () => decide(undefined));
+    return true;
+  }
+
+  private dropFrozen(silentMs: number): void {
+    this.logger.warn({ silentMs }, 'worker sent nothing, not even a pong: dropping it as frozen');
+    this.cleanup(`no frame or pong for ${silentMs} ms (heartbeat)`);
+    this.socket.terminate();
+    this.deps.onFrozen?.();
   }
 
   /** A fault while handling one frame costs this worker its connection, never the process. */

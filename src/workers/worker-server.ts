@@ -9,6 +9,7 @@ import { WebSocketServer } from 'ws';
 import type { RemoteChannelOpener } from '../channels/channel-endpoint.js';
 import { CHANNEL_PATH_PREFIX, ChannelEndpoint } from '../channels/channel-endpoint.js';
 import type { ChannelRegistry } from '../channels/channel-registry.js';
+import type { ChannelActivity } from '../channels/channel-activity.js';
 import type { WorkersConfig } from '../config/types.js';
 import type { EngineWireError } from '../protocol/messages.js';
 import type { HttpErrorCode } from '../errors.js';
@@ -73,6 +74,8 @@ const HEARTBEAT_SLICES = 10;
 export interface WorkerServerChannels {
   registry: ChannelRegistry;
   openRemote?: RemoteChannelOpener;
+  /** Where the traffic of workers' channel sockets is recorded for the heartbeat. */
+  activity?: ChannelActivity;
 }
 
 /** The /otel socket's parts: counters, and the sink that takes decoded frames (none: all dropped). */
@@ -174,6 +177,7 @@ export class WorkerServer {
         (request, socket, head, done) => channelWss.handleUpgrade(request, socket, head, done),
         logger.child({ module: 'channels' }),
         channels.openRemote,
+        channels.activity,
       );
     }
   }
@@ -217,7 +221,7 @@ export class WorkerServer {
       const slice = tick++ % HEARTBEAT_SLICES;
       for (const connection of [...this.accepted]) {
         if (connection.heartbeatSlot % HEARTBEAT_SLICES !== slice) continue;
-        if (connection.heartbeat(maxSilentTicks, intervalMs)) this.deps.onFrozen?.();
+        connection.heartbeat(maxSilentTicks, intervalMs);
       }
       if (slice === 0) this.telemetry.heartbeat(maxSilentTicks);
     }, intervalMs / HEARTBEAT_SLICES);
