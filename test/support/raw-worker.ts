@@ -29,8 +29,9 @@ export class RawWorker {
     this.closed = once(ws, 'close').then(([code, reason]) => ({ code: code as number, reason: String(reason) }));
   }
 
-  static async connect(url: string, headers: Record<string, string> = {}): Promise<RawWorker> {
-    const ws = new WebSocket(url, { headers });
+  /** `options` go to the `ws` client (e.g. `autoPong: false` for a worker that answers no ping). */
+  static async connect(url: string, headers: Record<string, string> = {}, options: WebSocket.ClientOptions = {}): Promise<RawWorker> {
+    const ws = new WebSocket(url, { ...options, headers });
     const worker = new RawWorker(ws);
     await Promise.race([
       once(ws, 'open'),
