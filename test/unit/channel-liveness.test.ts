@@ -11,13 +11,18 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
-import type { ChannelLiveness, ChannelSighting } from '../../src/channels/channel-activity.js';
+import type { Duplex } from 'node:stream';
+import type { ActivityMark, ChannelLiveness, ChannelSighting } from '../../src/channels/channel-activity.js';
 import { ChannelActivity } from '../../src/channels/channel-activity.js';
+import { Channel, type WriterInput } from '../../src/channels/channel.js';
+import { channelLimits } from '../../src/channels/channel-registry.js';
+import { attachWebSocket } from '../../src/channels/ws-end.js';
 import { ChannelLivenessHost, ChannelLivenessProbe } from '../../src/cluster/channel-liveness.js';
 import type { InvocationOutcome, Invoker } from '../../src/invocation/invoker.js';
 import { EngineFunctions } from '../../src/workers/engine-functions.js';
 import { WorkerConnection } from '../../src/workers/worker-connection.js';
 import { WorkerHub } from '../../src/workers/worker-hub.js';
+import { waitUntil } from '../support/logs.js';
 import { memoryLink } from '../support/memory-ipc.js';
 
 /** A clock the test moves by hand. */
@@ -77,6 +82,84 @@ describe('ChannelActivity', () => {
     expect(activity.lastMovedAgo(['c-1'])).toBeUndefined();
     activity.track('c-1');
     expect(activity.lastMovedAgo(['c-1'])).toBe(0);
+  });
+});
+
+describe('a worker\'s channel socket reports its traffic', () => {
+  const servers: Server[] = [];
+  afterEach(() => {
+    for (const server of servers.splice(0)) {
+      server.close();
+      server.closeAllConnections();
+    }
+  });
+
+  /** The engine's side of a worker's channel socket (with its raw socket) and the worker's side. */
+  async function socketPair(): Promise<{ engine: WebSocket; raw: Duplex; worker: WebSocket }> {
+    const server = createServer();
+    servers.push(server);
+    const wss = new WebSocketServer({ noServer: true });
+    const accepted = new Promise<{ engine: WebSocket; raw: Duplex }>((resolve) =>
+      server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => resolve({ engine: ws, raw: socket }))),
+    );
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const worker = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const { engine, raw } = await accepted;
+    await once(worker, 'open');
+    return { engine, raw, worker };
+  }
+
+  function countingMark(): ActivityMark & { moves: number; closes: number } {
+    const mark = {
+      moves: 0,
+      closes: 0,
+      moved: () => void mark.moves++,
+      closed: () => void mark.closes++,
+    };
+    return mark;
+  }
+
+  it('counts each frame a writing worker sends, and its close', async () => {
+    const { engine, raw, worker } = await socketPair();
+    const channel = new Channel('c-1', 'k', channelLimits(), () => undefined);
+    const mark = countingMark();
+    expect(attachWebSocket(engine, raw, channel, 'write', mark)).toBe(true);
+    const got: string[] = [];
+    channel.attachReader({ write: (data, _binary, flushed) => (got.push(data.toString()), flushed(), true), end: () => undefined });
+    worker.send('one');
+    worker.send(Buffer.from('two'));
+    await waitUntil(() => got.length === 2, 5000, 'two frames through');
+    expect(mark.moves).toBe(2);
+    worker.close(1000);
+    await once(engine, 'close');
+    expect(mark.closes).toBe(1);
+  });
+
+  it('counts each frame handed to a reading worker, and its close', async () => {
+    const { engine, raw, worker } = await socketPair();
+    const channel = new Channel('c-2', 'k', channelLimits(), () => undefined);
+    const input = channel.attachWriter({ pause: () => undefined, resume: () => undefined, abort: () => undefined }) as WriterInput;
+    const mark = countingMark();
+    expect(attachWebSocket(engine, raw, channel, 'read', mark)).toBe(true);
+    const got: string[] = [];
+    worker.on('message', (data: Buffer) => got.push(data.toString()));
+    input.push(Buffer.from('a'), true);
+    input.push(Buffer.from('b'), true);
+    await waitUntil(() => got.length === 2, 5000, 'two frames through');
+    expect(mark.moves).toBe(2);
+    worker.close(1000);
+    await once(engine, 'close');
+    expect(mark.closes).toBe(1);
+  });
+
+  it('reports a socket that could not join its channel as closed at once', async () => {
+    const { engine, raw } = await socketPair();
+    const channel = new Channel('c-3', 'k', channelLimits(), () => undefined);
+    channel.attachWriter({ pause: () => undefined, resume: () => undefined, abort: () => undefined });
+    const mark = countingMark();
+    expect(attachWebSocket(engine, raw, channel, 'write', mark)).toBe(false);
+    expect([mark.moves, mark.closes]).toEqual([0, 1]);
   });
 });
 
