@@ -23,11 +23,10 @@ describe('streaming 1 GiB each way through two processes', () => {
   let children: number[];
 
   beforeAll(async () => {
-    // What is measured here is memory under a 1 GiB stream, not the frozen-worker check: on a CPU-starved
-    // machine iii-sdk's channel writer can keep its event loop from turning for seconds while it writes
-    // (docs/reliability.md, known limit), which the default 5 s heartbeat_timeout_ms reads as a frozen
-    // worker. The check itself is held by test/integration/reliability.test.ts.
-    engine = await startEngine({ cluster: { processes: 2 }, workers: { heartbeat_timeout_ms: 60_000 } });
+    // The default heartbeat: on a CPU-starved machine iii-sdk's channel writer can keep the worker's
+    // event loop from answering pings for seconds while it writes, and its channel traffic is what
+    // keeps it (docs/reliability.md#frozen-or-half-open-worker-heartbeat).
+    engine = await startEngine({ cluster: { processes: 2 } });
     worker = startWorker('stream-worker', engine.workerUrl, { STREAM_FILE: '/dev/null' });
     // Both children must hold the routes: each request may land on either.
     await waitForEveryProcess(`${engine.httpUrl}/test/ready`, 2, (s) => s === 200, WORKER_READY_MS);
