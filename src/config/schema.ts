@@ -271,7 +271,7 @@ export const workerModuleSchema = z
       .min(100)
       .max(3600000)
       .default(5000)
-      .describe('A worker that sends nothing (no frame, no pong) for this long is dropped as frozen and its in-flight calls end with 502 WORKER_DISCONNECTED; must be greater than heartbeat_interval_ms'),
+      .describe('A worker that sends nothing (no frame, no pong, no data on the streaming channels of its calls in flight) for this long is dropped as frozen and its in-flight calls end with 502 WORKER_DISCONNECTED; must be greater than heartbeat_interval_ms'),
   })
   .refine((workers) => workers.heartbeat_interval_ms === 0 || workers.heartbeat_timeout_ms > workers.heartbeat_interval_ms, {
     path: ['heartbeat_timeout_ms'],

@@ -123,7 +123,7 @@ export class EngineMetrics {
       registers,
     });
     this.reconnects = new Counter({ name: 'switchyard_worker_reconnects_total', help: 'Workers that reattached after a reconnect', registers });
-    this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong) for heartbeat_timeout_ms', registers });
+    this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong or data on their calls\' channels) for heartbeat_timeout_ms', registers });
     this.workerRefusals = new Counter({
       name: 'switchyard_worker_limit_hits_total',
       help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes), connections refused at the upgrade (connections, unauthenticated_connections) or by an auth function (auth_refused), sockets closed for their listener\'s budgets in the process (partial_frame_bytes, listener_queued_bytes)',

@@ -209,7 +209,7 @@ export class WorkerServer {
    * One timer for all workers, ticking HEARTBEAT_SLICES times per interval: each tick pings the
    * workers of one slice (each worker has a fixed slice), so every worker is pinged once per interval
    * but 1,000 workers never get 1,000 pings (and send 1,000 pongs) in one turn of the event loop.
-   * Workers silent for longer than the timeout are dropped (docs/reliability.md#frozen-workers): between
+   * Workers silent for longer than the timeout are dropped (docs/reliability.md#frozen-or-half-open-worker-heartbeat): between
    * heartbeat_timeout_ms and heartbeat_timeout_ms + 2 × heartbeat_interval_ms after their last frame or pong.
    */
   private startHeartbeat(): void {
