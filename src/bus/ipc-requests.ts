@@ -124,3 +124,45 @@ export function answerIpcRequests<Body>(
     }
   });
 }
+
+/**
+ * The primary's side of a question one child asks of its siblings (freshness barriers, channel
+ * liveness): a request tagged `tag` from one child is put to every other child as `askTag` (same
+ * body); the answers that came within `askTimeoutMs` go to `combine`, whose result is the asking
+ * child's reply. A sibling that does not answer (starting, stopping, stuck) is left out.
+ */
+export class SiblingQuestions<Body extends Record<string, unknown>> {
+  private readonly children = new Map<IpcChannel, { requester: IpcRequester<Body>; unsubscribe: () => void }>();
+
+  constructor(
+    private readonly tag: string,
+    private readonly askTag: string,
+    private readonly askTimeoutMs: number,
+    /** What the question is, for the error when a sibling times out. */
+    private readonly what: string,
+    private readonly accept: (message: Record<string, unknown>) => message is Record<string, unknown> & Body,
+    private readonly combine: (answers: unknown[]) => unknown,
+  ) {}
+
+  attach(channel: IpcChannel): void {
+    const requester = new IpcRequester<Body>(channel, this.askTag, this.askTimeoutMs, () => this.what);
+    const unsubscribe = answerIpcRequests(channel, this.tag, this.accept, (body) => this.collect(channel, body));
+    this.children.set(channel, { requester, unsubscribe });
+  }
+
+  detach(channel: IpcChannel): void {
+    const child = this.children.get(channel);
+    if (child === undefined) return;
+    this.children.delete(channel);
+    child.unsubscribe();
+    child.requester.close();
+  }
+
+  private async collect(asking: IpcChannel, body: Body): Promise<unknown> {
+    // The asking message goes on as it came: the requester gives it its own tag and id.
+    const others = [...this.children].filter(([channel]) => channel !== asking).map(([, child]) => child.requester.request(body));
+    const answers: unknown[] = [];
+    for (const settled of await Promise.allSettled(others)) if (settled.status === 'fulfilled') answers.push(settled.value);
+    return this.combine(answers);
+  }
+}

@@ -1,6 +1,6 @@
 import type { ChannelActivity, ChannelLiveness, ChannelSighting } from '../channels/channel-activity.js';
 import type { IpcChannel } from '../bus/ipc-channel.js';
-import { answerIpcRequests, IpcRequester } from '../bus/ipc-requests.js';
+import { answerIpcRequests, IpcRequester, SiblingQuestions } from '../bus/ipc-requests.js';
 
 /**
  * "Did any of these channels move data lately?", asked across the processes of one node
@@ -39,31 +39,14 @@ const isAgo = (value: unknown): value is number => typeof value === 'number' && 
 /** The most recent of two answers (undefined: nothing seen). */
 const sooner = (a: number | undefined, b: number | undefined): number | undefined => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
 
-/** The primary's side: answers a child's question by asking every other child. */
-export class ChannelLivenessHost {
-  private readonly children = new Map<IpcChannel, { requester: IpcRequester<Question>; unsubscribe: () => void }>();
-
-  attach(channel: IpcChannel): void {
-    const requester = new IpcRequester<Question>(channel, CHANNEL_LIVENESS_ASK_TAG, ASK_TIMEOUT_MS, () => 'a channel liveness question');
-    const unsubscribe = answerIpcRequests(channel, CHANNEL_LIVENESS_TAG, isQuestion, (question) => this.collect(channel, question.ids));
-    this.children.set(channel, { requester, unsubscribe });
-  }
-
-  detach(channel: IpcChannel): void {
-    const child = this.children.get(channel);
-    if (child === undefined) return;
-    this.children.delete(channel);
-    child.unsubscribe();
-    child.requester.close();
-  }
-
-  private async collect(asking: IpcChannel, ids: string[]): Promise<number | null> {
-    const others = [...this.children].filter(([channel]) => channel !== asking).map(([, child]) => child.requester.request({ ids }));
-    let ago: number | undefined;
-    for (const settled of await Promise.allSettled(others)) {
-      if (settled.status === 'fulfilled' && isAgo(settled.value)) ago = sooner(ago, settled.value);
-    }
-    return ago ?? null;
+/** The primary's side: answers a child's question with the most recent data any other child saw. */
+export class ChannelLivenessHost extends SiblingQuestions<Question> {
+  constructor() {
+    super(CHANNEL_LIVENESS_TAG, CHANNEL_LIVENESS_ASK_TAG, ASK_TIMEOUT_MS, 'a channel liveness question', isQuestion, (answers) => {
+      let ago: number | undefined;
+      for (const answer of answers) if (isAgo(answer)) ago = sooner(ago, answer);
+      return ago ?? null;
+    });
   }
 }
 

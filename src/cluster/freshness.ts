@@ -1,5 +1,5 @@
 import type { IpcChannel } from '../bus/ipc-channel.js';
-import { answerIpcRequests, IpcRequester } from '../bus/ipc-requests.js';
+import { answerIpcRequests, IpcRequester, SiblingQuestions } from '../bus/ipc-requests.js';
 
 /**
  * A freshness barrier between the processes of one node (docs/cluster.md#freshness). A child that is
@@ -40,31 +40,13 @@ function isSiblingAnswer(value: unknown): value is SiblingAnswer {
 const anyBody = (message: Record<string, unknown>): message is Record<string, unknown> => typeof message === 'object';
 
 /** The primary's side: answers each child's question by asking every other child. */
-export class FreshnessHost {
-  private readonly children = new Map<IpcChannel, { requester: IpcRequester<Record<string, never>>; unsubscribe: () => void }>();
-
-  attach(channel: IpcChannel): void {
-    const requester = new IpcRequester<Record<string, never>>(channel, FRESHNESS_ASK_TAG, ASK_TIMEOUT_MS, () => 'a freshness question');
-    const unsubscribe = answerIpcRequests(channel, FRESHNESS_TAG, anyBody, () => this.collect(channel));
-    this.children.set(channel, { requester, unsubscribe });
-  }
-
-  detach(channel: IpcChannel): void {
-    const child = this.children.get(channel);
-    if (child === undefined) return;
-    this.children.delete(channel);
-    child.unsubscribe();
-    child.requester.close();
-  }
-
-  private async collect(asking: IpcChannel): Promise<PeerVersions> {
-    const others = [...this.children].filter(([channel]) => channel !== asking).map(([, child]) => child.requester.request({}));
-    const versions: PeerVersions = {};
-    // A sibling that does not answer (starting, stopping, stuck) is left out: the barrier is bounded.
-    for (const settled of await Promise.allSettled(others)) {
-      if (settled.status === 'fulfilled' && isSiblingAnswer(settled.value)) versions[settled.value.peerId] = settled.value.version;
-    }
-    return versions;
+export class FreshnessHost extends SiblingQuestions<Record<string, unknown>> {
+  constructor() {
+    super(FRESHNESS_TAG, FRESHNESS_ASK_TAG, ASK_TIMEOUT_MS, 'a freshness question', anyBody, (answers) => {
+      const versions: PeerVersions = {};
+      for (const answer of answers) if (isSiblingAnswer(answer)) versions[answer.peerId] = answer.version;
+      return versions;
+    });
   }
 }
 
