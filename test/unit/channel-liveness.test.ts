@@ -6,12 +6,9 @@
  * data, dropped once they stop, dropped at once when it has no such channels.
  */
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket, { WebSocketServer } from 'ws';
-import type { Duplex } from 'node:stream';
+import type WebSocket from 'ws';
 import type { ActivityMark, ChannelLiveness, ChannelSighting } from '../../src/channels/channel-activity.js';
 import { ChannelActivity } from '../../src/channels/channel-activity.js';
 import { Channel, type WriterInput } from '../../src/channels/channel.js';
@@ -24,6 +21,7 @@ import { WorkerConnection } from '../../src/workers/worker-connection.js';
 import { WorkerHub } from '../../src/workers/worker-hub.js';
 import { waitUntil } from '../support/logs.js';
 import { memoryLink } from '../support/memory-ipc.js';
+import { closeWsPairs, wsPair } from '../support/ws-pair.js';
 
 /** A clock the test moves by hand. */
 function manualClock(): { now: () => number; advance: (ms: number) => void } {
@@ -86,29 +84,7 @@ describe('ChannelActivity', () => {
 });
 
 describe('a worker\'s channel socket reports its traffic', () => {
-  const servers: Server[] = [];
-  afterEach(() => {
-    for (const server of servers.splice(0)) {
-      server.close();
-      server.closeAllConnections();
-    }
-  });
-
-  /** The engine's side of a worker's channel socket (with its raw socket) and the worker's side. */
-  async function socketPair(): Promise<{ engine: WebSocket; raw: Duplex; worker: WebSocket }> {
-    const server = createServer();
-    servers.push(server);
-    const wss = new WebSocketServer({ noServer: true });
-    const accepted = new Promise<{ engine: WebSocket; raw: Duplex }>((resolve) =>
-      server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => resolve({ engine: ws, raw: socket }))),
-    );
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const worker = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    const { engine, raw } = await accepted;
-    await once(worker, 'open');
-    return { engine, raw, worker };
-  }
+  afterEach(closeWsPairs);
 
   function countingMark(): ActivityMark & { moves: number; closes: number } {
     const mark = {
@@ -120,8 +96,17 @@ describe('a worker\'s channel socket reports its traffic', () => {
     return mark;
   }
 
+  /** Both frames arrived, each counted once; the worker's close is reported once. */
+  async function twoFramesThenClose(got: string[], mark: { moves: number; closes: number }, worker: WebSocket, engine: WebSocket): Promise<void> {
+    await waitUntil(() => got.length === 2, 5000, 'two frames through');
+    expect(mark.moves).toBe(2);
+    worker.close(1000);
+    await once(engine, 'close');
+    expect(mark.closes).toBe(1);
+  }
+
   it('counts each frame a writing worker sends, and its close', async () => {
-    const { engine, raw, worker } = await socketPair();
+    const { engine, raw, client: worker } = await wsPair();
     const channel = new Channel('c-1', 'k', channelLimits(), () => undefined);
     const mark = countingMark();
     expect(attachWebSocket(engine, raw, channel, 'write', mark)).toBe(true);
@@ -129,15 +114,11 @@ describe('a worker\'s channel socket reports its traffic', () => {
     channel.attachReader({ write: (data, _binary, flushed) => (got.push(data.toString()), flushed(), true), end: () => undefined });
     worker.send('one');
     worker.send(Buffer.from('two'));
-    await waitUntil(() => got.length === 2, 5000, 'two frames through');
-    expect(mark.moves).toBe(2);
-    worker.close(1000);
-    await once(engine, 'close');
-    expect(mark.closes).toBe(1);
+    await twoFramesThenClose(got, mark, worker, engine);
   });
 
   it('counts each frame handed to a reading worker, and its close', async () => {
-    const { engine, raw, worker } = await socketPair();
+    const { engine, raw, client: worker } = await wsPair();
     const channel = new Channel('c-2', 'k', channelLimits(), () => undefined);
     const input = channel.attachWriter({ pause: () => undefined, resume: () => undefined, abort: () => undefined }) as WriterInput;
     const mark = countingMark();
@@ -146,15 +127,11 @@ describe('a worker\'s channel socket reports its traffic', () => {
     worker.on('message', (data: Buffer) => got.push(data.toString()));
     input.push(Buffer.from('a'), true);
     input.push(Buffer.from('b'), true);
-    await waitUntil(() => got.length === 2, 5000, 'two frames through');
-    expect(mark.moves).toBe(2);
-    worker.close(1000);
-    await once(engine, 'close');
-    expect(mark.closes).toBe(1);
+    await twoFramesThenClose(got, mark, worker, engine);
   });
 
   it('reports a socket that could not join its channel as closed at once', async () => {
-    const { engine, raw } = await socketPair();
+    const { engine, raw } = await wsPair();
     const channel = new Channel('c-3', 'k', channelLimits(), () => undefined);
     channel.attachWriter({ pause: () => undefined, resume: () => undefined, abort: () => undefined });
     const mark = countingMark();
@@ -241,26 +218,11 @@ function manualLiveness(): ChannelLiveness & { asked: { ids: readonly string[]; 
 }
 
 describe('WorkerConnection heartbeat with channel traffic', () => {
-  const opened: { client: WebSocket; server: Server }[] = [];
-  afterEach(() => {
-    for (const { client, server } of opened.splice(0)) {
-      client.terminate();
-      server.close();
-      server.closeAllConnections();
-    }
-  });
+  afterEach(closeWsPairs);
 
   /** A started connection whose client never answers pings (a worker whose event loop is busy). */
   async function silentWorker(liveness: ChannelLiveness): Promise<{ connection: WorkerConnection; frozen: () => number; client: WebSocket }> {
-    const server = createServer();
-    const wss = new WebSocketServer({ noServer: true });
-    const accepted = new Promise<WebSocket>((resolve) => server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, resolve)));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const client = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}`, { autoPong: false });
-    const ws = await accepted;
-    await once(client, 'open');
-    opened.push({ client, server });
+    const { engine: ws, client } = await wsPair({ autoPong: false });
     let frozen = 0;
     const deps = {
       hub: new WorkerHub<WorkerConnection>('p1'),
