@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 
 /** What one worker-facing channel socket reports. */
 export interface ActivityMark {
-  /** Data moved on the socket (a frame from the worker, or a frame flushed towards it). */
+  /** Data moved on the socket (a frame from the worker, or a frame handed to it to read). */
   moved(): void;
   /** The socket is gone. Idempotent. */
   closed(): void;

@@ -46,7 +46,7 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   /**
    * Before the heartbeat drops a silent worker that has calls in flight with streaming channels, it
    * asks this when any of those channels last moved data through a worker's socket, on this process
-   * or a sibling (ms ago; undefined: not within `withinMs`). Unset: silence alone decides.
+   * or a sibling (undefined: none lately). Unset: silence alone decides.
    */
   channelLiveness?: ChannelLiveness;
   /** Calls HTTP-invoked functions; without it, registrations with `invocation` are refused. */
