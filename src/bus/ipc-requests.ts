@@ -127,7 +127,7 @@ export function answerIpcRequests<Body>(
 
 /**
  * The primary's side of a question one child asks of its siblings (freshness barriers, channel
- * liveness): a request tagged `tag` from one child is put to every other child as `askTag` (same
+ * liveness, trace owners): a request tagged `tag` from one child is put to every other child as `askTag` (same
  * body); the answers that came within `askTimeoutMs` go to `combine`, whose result is the asking
  * child's reply. A sibling that does not answer (starting, stopping, stuck) is left out.
  */

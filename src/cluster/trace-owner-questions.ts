@@ -1,5 +1,5 @@
 import type { IpcChannel } from '../bus/ipc-channel.js';
-import { answerIpcRequests, IpcRequester } from '../bus/ipc-requests.js';
+import { answerIpcRequests, IpcRequester, SiblingQuestions } from '../bus/ipc-requests.js';
 import type { TraceOwner, TraceOwnerLookup } from '../observability/trace-owners.js';
 
 /**
@@ -41,31 +41,10 @@ export function combineOwners(answers: readonly unknown[]): TraceOwner {
 }
 
 /** The primary's side: answers a child's question by asking every other child. */
-export class TraceOwnerHost {
-  private readonly children = new Map<IpcChannel, { requester: IpcRequester<{ traceId: string }>; unsubscribe: () => void }>();
-
-  attach(channel: IpcChannel): void {
-    const requester = new IpcRequester<{ traceId: string }>(channel, TRACE_OWNER_ASK_TAG, ASK_TIMEOUT_MS, () => 'a trace owner question');
-    const unsubscribe = answerIpcRequests(channel, TRACE_OWNER_TAG, isQuestion, (question) => this.collect(channel, question.traceId));
-    this.children.set(channel, { requester, unsubscribe });
-  }
-
-  detach(channel: IpcChannel): void {
-    const child = this.children.get(channel);
-    if (child === undefined) return;
-    this.children.delete(channel);
-    child.unsubscribe();
-    child.requester.close();
-  }
-
-  private async collect(asking: IpcChannel, traceId: string): Promise<TraceOwner> {
-    const others = [...this.children].filter(([channel]) => channel !== asking).map(([, child]) => child.requester.request({ traceId }));
-    const answers: unknown[] = [];
-    for (const settled of await Promise.allSettled(others)) {
-      // Over IPC an undefined answer arrives as a missing value: "not seen".
-      if (settled.status === 'fulfilled' && settled.value !== undefined) answers.push(settled.value);
-    }
-    return combineOwners(answers);
+export class TraceOwnerHost extends SiblingQuestions<{ traceId: string }> {
+  constructor() {
+    // Over IPC an undefined answer arrives as a missing value: "not seen", which combineOwners skips.
+    super(TRACE_OWNER_TAG, TRACE_OWNER_ASK_TAG, ASK_TIMEOUT_MS, 'a trace owner question', isQuestion, combineOwners);
   }
 }
 
