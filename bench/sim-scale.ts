@@ -17,6 +17,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { RawWorker } from '../test/support/raw-worker.js';
 import type { EngineHandle } from '../test/support/processes.js';
@@ -41,6 +42,10 @@ const CHURN_ROUTES = 5; // routes each churn worker registers per connection
 const SECRET = 'sim-scale-secret';
 const HEARTBEAT_MS = Number(arg('heartbeat', '1000'));
 const LEASE_MS = Number(arg('lease', '5000'));
+// `--profile K`: node K runs with --cpu-prof (primary and child write a .cpuprofile into
+// `--profile-dir`, default .bench-results/profiles, when it is stopped at the end of each scenario).
+const PROFILE_NODE = argv.includes('--profile') ? Number(arg('profile', '0')) : -1;
+const PROFILE_DIR = resolve(arg('profile-dir', '.bench-results/profiles'));
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -115,6 +120,7 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
     cluster: { processes: 1, redis_url: redis.url, secret: SECRET, name: cluster, node_id: `n${index}`, advertise_host: '127.0.0.1', heartbeat_ms: HEARTBEAT_MS, lease_ms: LEASE_MS },
     logLevel: 'warn',
     readyTimeoutMs: 120_000,
+    ...(index === PROFILE_NODE ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] } : {}),
   });
   const primaryPid = engine.child.pid ?? 0;
   return { index, engine, primaryPid, childPid: childOf(primaryPid) };
@@ -394,6 +400,12 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
   } finally {
     await steadyStop?.();
     for (const w of workers) await w.close().catch(() => undefined);
+    // A profiled node stops gracefully first: --cpu-prof writes its profile on a normal exit only.
+    const profiled = nodes.find((nd) => nd.index === PROFILE_NODE);
+    if (profiled !== undefined) {
+      await profiled.engine.stop('SIGTERM').catch(() => undefined);
+      console.log(`profiles of node ${PROFILE_NODE} in ${PROFILE_DIR}`);
+    }
     await Promise.all(nodes.map((nd) => nd.engine.killAll().catch(() => undefined)));
     info.disconnect();
     await redis.stop();

@@ -5,6 +5,7 @@ import { latency } from './latency.js';
 import { oneProcess } from './one-process.js';
 import { peers } from './peers.js';
 import { queue } from './queue.js';
+import { scaleChange } from './scale-change.js';
 import { scaleMatch } from './scale-match.js';
 import { scaleRoutes } from './scale-routes.js';
 import { scaleWorkers } from './scale-workers.js';
@@ -22,5 +23,5 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
  * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
-  return [...againstCommit(), oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleWorkers, streaming, queue, state, streamFanout];
+  return [...againstCommit(), oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleChange, scaleWorkers, streaming, queue, state, streamFanout];
 }
