@@ -1,11 +1,13 @@
-import type { PathPattern } from './path-pattern.js';
+import type { PathPattern, PatternSegment } from './path-pattern.js';
 import { normalizeTrailingSlash, splitPath } from './path-pattern.js';
+import { ChurnMap } from './churn-map.js';
 
 /**
  * A segment trie. Matching walks one map lookup per segment, so its cost depends on the path's depth,
  * not on how many routes exist. Static segments win over parameters; when a static branch dead-ends
  * the matcher backtracks into the parameter branch (`/users/me` and `/users/:id/posts` both work).
- * Immutable once built: the table builds a new router and swaps it in one assignment.
+ * The table keeps one router and changes it a route at a time (`set`, `delete`: one walk down the
+ * route's segments), so a change costs its own routes, not the table's size (docs/scale.md).
  */
 export interface RouteTarget {
   method: string;
@@ -25,7 +27,8 @@ export type MatchResult<T extends RouteTarget> =
   | { kind: 'invalid_path' };
 
 interface TrieNode<T> {
-  statics: Map<string, TrieNode<T>> | undefined;
+  /** A ChurnMap: a path segment whose last route goes and comes back again and again costs no more each time. */
+  statics: ChurnMap<string, TrieNode<T>> | undefined;
   param: TrieNode<T> | undefined;
   routes: Map<string, T> | undefined;
 }
@@ -34,29 +37,30 @@ const newNode = <T>(): TrieNode<T> => ({ statics: undefined, param: undefined, r
 
 export class Router<T extends RouteTarget> {
   private readonly root: TrieNode<T> = newNode<T>();
-  readonly size: number;
+  private count = 0;
 
   /** `routes` must already be de-duplicated by method and shape (the table picks one binding). */
   constructor(
     routes: Iterable<T>,
     private readonly ignoreTrailingSlash: boolean,
   ) {
-    let size = 0;
-    for (const route of routes) {
-      this.insert(route);
-      size++;
-    }
-    this.size = size;
+    for (const route of routes) this.set(route);
   }
 
-  private insert(route: T): void {
+  /** Routes held: one per method and path shape. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Binds `route` to its method and path shape, replacing the route held there. */
+  set(route: T): void {
     let node = this.root;
     for (const segment of route.pattern.segments) {
       if (segment.kind === 'param') {
         node.param ??= newNode<T>();
         node = node.param;
       } else {
-        node.statics ??= new Map();
+        node.statics ??= new ChurnMap();
         let next = node.statics.get(segment.value);
         if (next === undefined) {
           next = newNode<T>();
@@ -66,7 +70,39 @@ export class Router<T extends RouteTarget> {
       }
     }
     node.routes ??= new Map();
+    if (!node.routes.has(route.method)) this.count++;
     node.routes.set(route.method, route);
+  }
+
+  /**
+   * Unbinds the route of `method` and the shape of `pattern`; nodes left with no route and no child
+   * are removed, so routes that come and go do not grow the trie. Returns whether one was bound.
+   */
+  delete(method: string, pattern: PathPattern): boolean {
+    const path: TrieNode<T>[] = [this.root];
+    let node = this.root;
+    for (const segment of pattern.segments) {
+      const next = segment.kind === 'param' ? node.param : node.statics?.get(segment.value);
+      if (next === undefined) return false;
+      path.push(next);
+      node = next;
+    }
+    if (node.routes?.delete(method) !== true) return false;
+    this.count--;
+    if (node.routes.size === 0) node.routes = undefined;
+    for (let depth = pattern.segments.length; depth > 0; depth--) {
+      const emptied = path[depth] as TrieNode<T>;
+      if (emptied.routes !== undefined || emptied.param !== undefined || emptied.statics !== undefined) break;
+      const parent = path[depth - 1] as TrieNode<T>;
+      const segment = pattern.segments[depth - 1] as PatternSegment;
+      if (segment.kind === 'param') {
+        parent.param = undefined;
+      } else {
+        parent.statics?.delete(segment.value);
+        if (parent.statics?.size === 0) parent.statics = undefined;
+      }
+    }
+    return true;
   }
 
   /** `path` is the raw request path without the query string. */

@@ -1152,3 +1152,51 @@ describe('RouteTable: what each build keeps (mutation-tested decisions)', () => 
     expect(state.routes.map((r) => `${r.ownerId} ${r.principal}`)).toEqual(['p2 listener-0']);
   });
 });
+
+describe('Router: one route at a time', () => {
+  it('set replaces the route of a method and shape, delete removes it and prunes what it leaves empty', () => {
+    const r = router([]);
+    r.set(route('GET', '/a/:id/b'));
+    r.set(route('POST', '/a/:id/b'));
+    r.set({ ...route('GET', '/a/:key/b'), id: 'replaced' });
+    expect(r.size).toBe(2);
+    expect(outcome(r.match('GET', '/a/1/b'))).toEqual(['replaced', { key: '1' }]);
+    expect(r.delete('GET', pattern('/a/:other/b'))).toBe(true);
+    expect(r.delete('GET', pattern('/a/:id/b'))).toBe(false);
+    expect(r.delete('GET', pattern('/nowhere/at/all'))).toBe(false);
+    expect(r.size).toBe(1);
+    expect(r.match('GET', '/a/1/b')).toEqual({ kind: 'method_not_allowed', allow: ['POST'] });
+    expect(r.delete('POST', pattern('/a/:id/b'))).toBe(true);
+    expect(r.size).toBe(0);
+    // Nothing is left behind: the trie is as empty as a new one.
+    expect(r).toEqual(router([]));
+  });
+
+  it('after any sequence of sets and deletes, matches as a router built from the routes left', () => {
+    const sources = ['/', '/a', '/a/', '/a/:x', '/a/b', '/a/:x/c', '/a/b/c', '/:x', '/:x/:y', '/a%2Fb', '/b/:x/c/:y'];
+    const methods = ['GET', 'POST', 'HEAD'];
+    const paths = ['/', '/a', '/a/', '/a/b', '/a/z', '/a/b/c', '/a/z/c', '/q', '/q/r', '/a%2Fb', '/b/1/c/2', '/b/1/c'];
+    const op = fc.record({ add: fc.boolean(), method: fc.constantFrom(...methods), source: fc.constantFrom(...sources) });
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 40 }), fc.boolean(), (ops, ignoreTrailingSlash) => {
+        const live = router([], ignoreTrailingSlash);
+        const held = new Map<string, TestRoute>();
+        for (const { add, method, source } of ops) {
+          const r = route(method, source, ignoreTrailingSlash);
+          const key = `${method} ${r.pattern.shapeKey}`;
+          if (add) {
+            live.set(r);
+            held.set(key, r);
+          } else {
+            expect(live.delete(method, r.pattern)).toBe(held.delete(key));
+          }
+        }
+        const built = new Router([...held.values()], ignoreTrailingSlash);
+        expect(live.size).toBe(built.size);
+        for (const method of methods) for (const path of paths) expect(outcome(live.match(method, path))).toEqual(outcome(built.match(method, path)));
+        if (held.size === 0) expect(live).toEqual(router([], ignoreTrailingSlash));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
