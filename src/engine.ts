@@ -188,9 +188,11 @@ export class Engine {
     });
     this.tracing = createTracing(config.observability, logger.child({ module: 'tracing' }), this.metrics);
     this.relay = workerTelemetryRelay(config.observability, logger.child({ module: 'telemetry' }), this.metrics);
-    // Request metrics keep series only for routes still in the table: every rebuild drops the others
-    // (EngineMetrics.retainRoutes), so routes that come and go do not grow the registry.
-    this.table.onChange((state) => this.metrics.retainRoutes(new Set(state.routes.map((route) => route.pattern.source))));
+    // Request metrics keep series only for routes still in the table: each change drops the series of
+    // the routes it removed, and each scrape any other left (EngineMetrics.retainRoutes), so routes
+    // that come and go do not grow the registry.
+    this.metrics.retainRoutes({ has: (route) => this.table.routesPattern(route) });
+    this.table.onChange((state) => this.metrics.routesLeft(state.routesLeft));
     let invoker: Invoker = this.localInvoker;
     if (cluster !== undefined) {
       this.peers = new PeerPool(this.table, {

@@ -192,7 +192,7 @@ export class HttpPipeline {
     // A JSON body stays text until something reads it (apiRequestWithJsonBody).
     const apiRequest = 'json' in decoded ? apiRequestWithJsonBody(request, decoded.json) : request;
     state.apiRequest = apiRequest;
-    const routing = this.deps.table.current();
+    let routing = this.deps.table.current();
     state.routing = routing;
 
     // onRequest runs before matching; its patches to path or method change what is matched.
@@ -203,6 +203,12 @@ export class HttpPipeline {
     // A phase without middleware is not awaited: no promise per request for nothing to run.
     const onRequest = onRequestIds.length === 0 ? undefined : await this.phases.run(state, 'onRequest', onRequestIds, {});
     if (onRequest !== undefined) return this.finish(state, onRequest);
+    // The table may have changed while onRequest ran: the route and the rest of the middleware are
+    // chosen from the table as it is now, together (the router is updated in place: route-table.ts).
+    if (onRequestIds.length > 0) {
+      routing = this.deps.table.current();
+      state.routing = routing;
+    }
 
     const match = routing.router.match(apiRequest.method, apiRequest.path);
     if (match.kind === 'invalid_path') return this.finish(state, errorReply('INVALID_PATH', requestId));

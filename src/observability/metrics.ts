@@ -42,6 +42,11 @@ export type ChannelLinkResult = 'opened' | 'refused' | 'failed';
 
 const MAX_ERROR_CODES = 100;
 
+/** Which route patterns the table routes: a set, or the route table's live view (RouteTable.routesPattern). */
+export interface RoutePatterns {
+  has(route: string): boolean;
+}
+
 export class EngineMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'route' | 'method' | 'status'>;
@@ -68,8 +73,8 @@ export class EngineMetrics {
   private readonly channelsRefused: Counter<'reason'>;
   /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
   private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
-  /** The table's route patterns at its last rebuild (retainRoutes); undefined until the first one. */
-  private liveRoutes: ReadonlySet<string> | undefined;
+  /** The table's route patterns (retainRoutes): a set, or the table's own live view; undefined until given. */
+  private liveRoutes: RoutePatterns | undefined;
   private readonly errorCodes = new BoundedLabels(MAX_ERROR_CODES);
 
   constructor(sources: MetricSources) {
@@ -272,22 +277,35 @@ export class EngineMetrics {
    * own ids the registry grew without bound (found by the memory soak, docs/soak.md). A route that
    * comes back starts from zero, which Prometheus reads as a counter reset.
    */
-  retainRoutes(live: ReadonlySet<string>): void {
+  retainRoutes(live: RoutePatterns): void {
     this.liveRoutes = live;
     this.dropStaleRoutes();
+  }
+
+  /**
+   * Routes left the table (`live` being the table's own view, given once to retainRoutes): their
+   * series go now, at a cost of the routes that left rather than of every route with series.
+   */
+  routesLeft(routes: Iterable<string>): void {
+    const live = this.liveRoutes;
+    if (live === undefined) return;
+    for (const route of routes) if (!live.has(route)) this.dropRoute(route);
   }
 
   private dropStaleRoutes(): void {
     const live = this.liveRoutes;
     if (live === undefined) return;
-    for (const [route, series] of this.seriesByRoute) {
-      if (live.has(route)) continue;
-      for (const [method, statuses] of series.statuses) {
-        for (const status of statuses) this.requests.remove({ route, method, status: String(status) });
-      }
-      for (const path of series.paths) this.duration.remove({ route, path });
-      this.seriesByRoute.delete(route);
+    for (const route of this.seriesByRoute.keys()) if (!live.has(route)) this.dropRoute(route);
+  }
+
+  private dropRoute(route: string): void {
+    const series = this.seriesByRoute.get(route);
+    if (series === undefined) return;
+    for (const [method, statuses] of series.statuses) {
+      for (const status of statuses) this.requests.remove({ route, method, status: String(status) });
     }
+    for (const path of series.paths) this.duration.remove({ route, path });
+    this.seriesByRoute.delete(route);
   }
 
   tableSyncLag(seconds: number): void {

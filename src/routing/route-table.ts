@@ -1,7 +1,10 @@
 import type { MiddlewareConfig } from '../config/types.js';
+import { ChurnMap } from './churn-map.js';
 import { MiddlewareIndex } from './middleware-index.js';
 import type { PathPattern } from './path-pattern.js';
-import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint, TriggerRecord } from './registrations.js';
+import type { HttpTrigger, MiddlewareTrigger, Touched } from './owner-index.js';
+import { OwnerIndex, nothingTouched, routeKey } from './owner-index.js';
+import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint } from './registrations.js';
 import { compareRegistration } from './registrations.js';
 import { MAIN_PRINCIPAL, isRestricted } from './principal.js';
 import { Router } from './router.js';
@@ -49,13 +52,18 @@ export interface RegistrationConflict {
   samePrincipal: boolean;
 }
 
-/** An immutable view of the whole table; a request keeps the one it started with. */
+/**
+ * The table as a request or a listener sees it. `version`, `conflicts` and `changedOwners` are those
+ * of the build that made it; the router, the function maps and `routes` are the table's own, which
+ * each later change updates in place (a change costs what it touched, not the table's size: docs/scale.md).
+ * A request reads the state again after anything it waits for (src/http/pipeline.ts).
+ */
 export interface RoutingState {
   version: number;
   router: Router<HttpRoute>;
-  /** The routes the router serves (admin view). */
-  routes: readonly HttpRoute[];
-  /** Middleware selection by phase and path, built with the router. */
+  /** The routes the router serves (admin view), listed when first read. */
+  readonly routes: readonly HttpRoute[];
+  /** Middleware selection by phase and path: a new index only when the middleware changed. */
   middleware: MiddlewareIndex;
   /** function id → owner ids that have at least one worker registering it. */
   functionOwners: ReadonlyMap<string, readonly string[]>;
@@ -73,6 +81,8 @@ export interface RoutingState {
    * holder is not among them was already in this table before: it is refused at once (conflict-refusals.ts).
    */
   changedOwners: ReadonlySet<string>;
+  /** Route patterns (`pattern.source`) this build removed from the table and no other route still has (request metrics). */
+  routesLeft: readonly string[];
 }
 
 /** The local process's registrations, pulled only when the table rebuilds. */
@@ -83,9 +93,40 @@ export interface SnapshotSource {
 
 type Listener = (state: RoutingState) => void;
 
+/** The local process sorts after every remote owner (as its snapshot always came last). */
+const LOCAL_RANK = Number.POSITIVE_INFINITY;
+
+const byRank = (a: OwnerIndex, b: OwnerIndex): number => a.rank - b.rank;
+
+/** The owners of a key or function in table order (the order the snapshots are merged in). */
+function ranked(owners: ReadonlySet<OwnerIndex> | undefined): OwnerIndex[] {
+  if (owners === undefined) return [];
+  const list = [...owners];
+  if (list.length > 1) list.sort(byRank);
+  return list;
+}
+
+function addMember<K, V>(map: ChurnMap<K, Set<V>>, key: K, value: V): void {
+  const set = map.get(key);
+  if (set === undefined) map.set(key, new Set([value]));
+  else set.add(value);
+}
+
+function removeMember<K, V>(map: ChurnMap<K, Set<V>>, key: K, value: V): void {
+  const set = map.get(key);
+  if (set === undefined) return;
+  set.delete(value);
+  if (set.size === 0) map.delete(key);
+}
+
 /**
- * The replicated table: one snapshot per owner, and the router derived from all of them. Changes only
- * mark the table dirty; the next read rebuilds once, so a burst of registrations costs one build.
+ * The replicated table: one snapshot per owner, and what is derived from all of them: the router,
+ * function owners, awaited functions, middleware and conflicts. Changes only mark the table dirty; the
+ * next read applies them once, so a burst of registrations costs one pass. A pass re-indexes only the
+ * owners that changed (owner-index.ts), then recomputes only the route keys and function ids they
+ * touched — each decision made exactly as a whole-table merge would make it — and updates the router
+ * one route at a time. Work per change follows the change (and a pass over the changed owner's
+ * records), not the size of the table.
  */
 export class RouteTable {
   private readonly remote = new Map<string, OwnerSnapshot>();
@@ -99,6 +140,34 @@ export class RouteTable {
   private readonly listeners = new Set<Listener>();
 
   private readonly configMiddleware: readonly MiddlewareBinding[];
+
+  // The merge, kept between builds.
+  /** Each remote owner's place: the order of the first snapshot since it was last removed. */
+  private readonly ranks = new Map<string, number>();
+  private nextRank = 0;
+  /** Remote owners' indexes, in rank order. */
+  private readonly indexes = new Map<string, OwnerIndex>();
+  private localIndex: OwnerIndex | undefined;
+  /** Owners holding bindings of each route key; holding records or departed claims of each function id. */
+  private readonly keyOwners = new ChurnMap<string, Set<OwnerIndex>>();
+  private readonly functionHolders = new ChurnMap<string, Set<OwnerIndex>>();
+  /** Owners with departed workers' triggers of each function id. */
+  private readonly departedTriggerOwners = new ChurnMap<string, Set<OwnerIndex>>();
+  private readonly winners = new ChurnMap<string, Candidate>();
+  private readonly routesByKey = new ChurnMap<string, HttpRoute>();
+  /** Route keys whose winning binding is of each function id (liveness reaches awaited functions). */
+  private readonly winnerKeys = new ChurnMap<string, Set<string>>();
+  /** Routes per pattern source (metrics keep the series of patterns still routed). */
+  private readonly sources = new ChurnMap<string, number>();
+  private readonly functionOwners = new ChurnMap<string, readonly string[]>();
+  private readonly functionMetadata = new ChurnMap<string, Record<string, unknown>>();
+  private readonly awaitedFunctions = new Set<string>();
+  private readonly functionConflicts = new Map<string, RegistrationConflict[]>();
+  private readonly routeConflicts = new Map<string, RegistrationConflict[]>();
+  private readonly router: Router<HttpRoute>;
+  private middleware: MiddlewareIndex;
+  /** The (trigger, owner) list the middleware index was built from. */
+  private middlewareFrom: readonly (readonly [MiddlewareTrigger, string])[] = [];
 
   /**
    * `configMiddleware` (RestApiModule `middleware`) applies to every route; it sorts before
@@ -117,6 +186,8 @@ export class RouteTable {
       registeredAt: 0,
       seq: index,
     }));
+    this.router = new Router<HttpRoute>([], ignoreTrailingSlash);
+    this.middleware = new MiddlewareIndex(this.configMiddleware, ignoreTrailingSlash);
     this.state = this.build();
   }
 
@@ -141,6 +212,7 @@ export class RouteTable {
   applySnapshot(snapshot: OwnerSnapshot): boolean {
     const held = this.remote.get(snapshot.ownerId);
     if (held !== undefined && held.version >= snapshot.version) return false;
+    if (held === undefined) this.ranks.set(snapshot.ownerId, this.nextRank++);
     this.remote.set(snapshot.ownerId, snapshot);
     this.changedOwners.add(snapshot.ownerId);
     this.markChanged();
@@ -154,7 +226,9 @@ export class RouteTable {
 
   /** Every snapshot held, the local one included (admin view). */
   snapshotsHeld(): OwnerSnapshot[] {
-    return this.snapshots();
+    const all = [...this.remote.values()];
+    if (this.local !== undefined) all.push(this.local.snapshot());
+    return all;
   }
 
   /** Owners whose snapshot is held, with their versions (readiness and the admin view). */
@@ -165,10 +239,16 @@ export class RouteTable {
   removeOwner(ownerId: string): boolean {
     const removed = this.remote.delete(ownerId);
     if (removed) {
+      this.ranks.delete(ownerId);
       this.changedOwners.add(ownerId);
       this.markChanged();
     }
     return removed;
+  }
+
+  /** Whether some route of the table has this pattern (`pattern.source`): request metrics keep its series. */
+  routesPattern(source: string): boolean {
+    return this.sources.has(source);
   }
 
   current(): RoutingState {
@@ -185,119 +265,288 @@ export class RouteTable {
     return () => this.listeners.delete(listener);
   }
 
-  private snapshots(): OwnerSnapshot[] {
-    const all = [...this.remote.values()];
-    if (this.local !== undefined) all.push(this.local.snapshot());
-    return all;
-  }
-
   private build(): RoutingState {
-    const snapshots = this.snapshots();
-    const conflicts: RegistrationConflict[] = [];
-    const functionHolders = holdersOfFunctions(snapshots, conflicts);
-    const functionOwners = new Map<string, string[]>();
-    const functionMetadata = new Map<string, Record<string, unknown>>();
-    for (const snapshot of snapshots) {
-      for (const fn of snapshot.functions) {
-        if (functionHolders.get(fn.id) !== (fn.principal ?? MAIN_PRINCIPAL)) continue;
-        if (fn.metadata !== undefined && !functionMetadata.has(fn.id)) functionMetadata.set(fn.id, fn.metadata);
-        const owners = functionOwners.get(fn.id);
-        if (owners === undefined) functionOwners.set(fn.id, [snapshot.ownerId]);
-        else if (!owners.includes(snapshot.ownerId)) owners.push(snapshot.ownerId);
+    const touched = nothingTouched();
+    const unrouted = new Set<string>();
+    for (const ownerId of this.changedOwners) this.reindexRemote(ownerId, touched);
+    if (this.local !== undefined) {
+      const ownerId = this.local.ownerId;
+      if (this.localIndex?.ownerId !== ownerId) {
+        if (this.localIndex !== undefined) this.reindex(this.localIndex, undefined, touched);
+        this.localIndex = new OwnerIndex(ownerId, LOCAL_RANK);
       }
+      this.reindex(this.localIndex, this.local.snapshot(), touched);
     }
 
-    const awaitedFunctions = new Set<string>();
-    for (const snapshot of snapshots) {
-      for (const departed of snapshot.departed ?? []) {
-        for (const id of departed.functionIds) if (!functionOwners.has(id)) awaitedFunctions.add(id);
-      }
+    // Functions first: a route key's awaited functions read their liveness.
+    const awaitedDirty = new Set(touched.departedFunctions);
+    const livenessChanged: string[] = [];
+    for (const id of touched.functions) {
+      const wasLive = this.functionOwners.has(id);
+      this.recomputeFunction(id);
+      awaitedDirty.add(id);
+      if (this.functionOwners.has(id) !== wasLive) livenessChanged.push(id);
     }
-
-    const byShape = new Map<string, Candidate[]>();
-    const middleware: MiddlewareBinding[] = [...this.configMiddleware];
-    for (const { ownerId, trigger, departed } of triggersOf(snapshots)) {
-      if (trigger.type === 'http_middleware') {
-        // A departed worker's middleware stands in only while its function is awaited: once a
-        // worker serves it again, that worker's own registration is the binding (no double run).
-        if (departed && !awaitedFunctions.has(trigger.functionId)) continue;
-        middleware.push({
-          triggerId: trigger.id,
-          functionId: trigger.functionId,
-          ownerId,
-          ...(isRestricted(trigger.principal) ? { restrictedTo: trigger.principal } : {}),
-          phase: trigger.middleware.phase,
-          ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
-          priority: trigger.middleware.priority,
-          registeredAt: trigger.registeredAt,
-          seq: trigger.seq,
-        });
-        continue;
-      }
-      const key = `${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`;
-      const candidate: Candidate = { trigger, ownerId, departed, live: functionOwners.has(trigger.functionId) };
-      const group = byShape.get(key);
-      if (group === undefined) byShape.set(key, [candidate]);
-      else group.push(candidate);
+    for (const key of touched.keys) this.recomputeKey(key, awaitedDirty, unrouted);
+    // A function that became live (or not) changes whether departed bindings its routes took over are still awaited.
+    for (const id of livenessChanged) {
+      for (const key of this.winnerKeys.get(id) ?? []) this.departedFunctionsOf(key, awaitedDirty);
     }
+    let awaitedChanged = false;
+    for (const id of awaitedDirty) if (this.recomputeAwaited(id)) awaitedChanged = true;
+    if (touched.middleware || awaitedChanged) this.recomputeMiddleware();
 
-    const winners = new Map<string, Candidate>();
-    for (const [key, group] of byShape) winners.set(key, routeHolder(group, conflicts));
-
-    // A departed worker's function whose every trigger was a route binding now served by a live one
-    // is not awaited: nothing should wait for it (a call still routed to it fails at once).
-    for (const id of supersededDepartedFunctions(snapshots, awaitedFunctions, winners)) awaitedFunctions.delete(id);
-
-    const routes: HttpRoute[] = [];
-    for (const { trigger, ownerId } of winners.values()) {
-      const route: HttpRoute = {
-        method: trigger.http.httpMethod,
-        pattern: trigger.http.pattern,
-        apiPath: trigger.http.apiPath,
-        triggerId: trigger.id,
-        functionId: trigger.functionId,
-        ownerId,
-        principal: trigger.principal ?? MAIN_PRINCIPAL,
-        workerId: trigger.workerId,
-      };
-      if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
-      if (trigger.metadata !== undefined) route.metadata = trigger.metadata;
-      if (trigger.http.middlewareFunctionIds !== undefined) {
-        route.middlewareFunctionIds = trigger.http.middlewareFunctionIds;
-      }
-      routes.push(route);
-    }
     this.buildCount++;
     let changedOwners: ReadonlySet<string> = NO_OWNERS;
     if (this.changedOwners.size > 0) {
       changedOwners = this.changedOwners;
       this.changedOwners = new Set();
     }
+    const conflicts: RegistrationConflict[] = [];
+    for (const list of this.functionConflicts.values()) conflicts.push(...list);
+    for (const list of this.routeConflicts.values()) conflicts.push(...list);
+    const routesLeft = [...unrouted].filter((source) => !this.sources.has(source));
+    const routesByKey = this.routesByKey;
+    let routes: readonly HttpRoute[] | undefined;
     return {
       version: this.buildCount,
-      router: new Router(routes, this.ignoreTrailingSlash),
-      routes,
-      middleware: new MiddlewareIndex(middleware, this.ignoreTrailingSlash),
-      functionOwners,
-      awaitedFunctions,
-      functionMetadata,
+      router: this.router,
+      get routes() {
+        routes ??= [...routesByKey.values()];
+        return routes;
+      },
+      middleware: this.middleware,
+      functionOwners: this.functionOwners,
+      awaitedFunctions: this.awaitedFunctions,
+      functionMetadata: this.functionMetadata,
       conflicts,
       changedOwners,
+      routesLeft,
     };
+  }
+
+  /** A remote owner changed: its index follows its snapshot (a re-added owner sorts last, as new). */
+  private reindexRemote(ownerId: string, touched: Touched): void {
+    let index = this.indexes.get(ownerId);
+    const snapshot = this.remote.get(ownerId);
+    const rank = this.ranks.get(ownerId);
+    if (index !== undefined && (snapshot === undefined || index.rank !== rank)) {
+      this.reindex(index, undefined, touched);
+      this.indexes.delete(ownerId);
+      index = undefined;
+    }
+    if (snapshot === undefined || rank === undefined) return;
+    if (index === undefined) {
+      index = new OwnerIndex(ownerId, rank);
+      this.indexes.set(ownerId, index);
+    }
+    this.reindex(index, snapshot, touched);
+  }
+
+  /** Re-indexes one owner and keeps the key and function memberships in step. */
+  private reindex(index: OwnerIndex, snapshot: OwnerSnapshot | undefined, touched: Touched): void {
+    const own = nothingTouched();
+    index.update(snapshot, own);
+    for (const key of own.keys) {
+      if (index.hasKey(key)) addMember(this.keyOwners, key, index);
+      else removeMember(this.keyOwners, key, index);
+      touched.keys.add(key);
+    }
+    for (const id of own.functions) {
+      if (index.hasFunction(id)) addMember(this.functionHolders, id, index);
+      else removeMember(this.functionHolders, id, index);
+      touched.functions.add(id);
+    }
+    for (const id of own.departedFunctions) {
+      if (index.departedTriggers.has(id)) addMember(this.departedTriggerOwners, id, index);
+      else removeMember(this.departedTriggerOwners, id, index);
+      touched.departedFunctions.add(id);
+    }
+    if (own.middleware) touched.middleware = true;
+  }
+
+  /** Every owner in table order: remote ones by rank, then the local process. */
+  private *owners(): Generator<OwnerIndex> {
+    yield* this.indexes.values();
+    if (this.localIndex !== undefined) yield this.localIndex;
+  }
+
+  /**
+   * Which principal holds a function id, which owners serve it for that principal, its metadata and
+   * the registrations refused (docs/security.md): the oldest claim holds — a connected worker's
+   * registration, or a worker away within the reconnect grace (dated by when it connected, since its
+   * registrations came later). Another principal cannot become a replica and take a share of its calls.
+   */
+  private recomputeFunction(id: string): void {
+    const owners = ranked(this.functionHolders.get(id));
+    let held: { principal: string; at: number; ownerId: string; workerId: string } | undefined;
+    const claim = (principal: string, at: number, ownerId: string, workerId: string): void => {
+      if (held === undefined || at < held.at || (at === held.at && (ownerId < held.ownerId || (ownerId === held.ownerId && workerId < held.workerId)))) {
+        held = { principal, at, ownerId, workerId };
+      }
+    };
+    for (const owner of owners) {
+      // Registered no earlier than its worker connected.
+      for (const gone of owner.claims.get(id) ?? []) claim(gone.principal ?? MAIN_PRINCIPAL, gone.since ?? 0, owner.ownerId, gone.workerId);
+      for (const fn of owner.functions.get(id) ?? []) claim(fn.principal ?? MAIN_PRINCIPAL, fn.registeredAt ?? 0, owner.ownerId, fn.workerId);
+    }
+    const servedBy: string[] = [];
+    const conflicts: RegistrationConflict[] = [];
+    let metadata: { value: Record<string, unknown> } | undefined;
+    for (const owner of owners) {
+      for (const fn of owner.functions.get(id) ?? []) {
+        if ((fn.principal ?? MAIN_PRINCIPAL) === held?.principal) {
+          if (fn.metadata !== undefined) metadata ??= { value: fn.metadata };
+          if (!servedBy.includes(owner.ownerId)) servedBy.push(owner.ownerId);
+          continue;
+        }
+        conflicts.push({
+          kind: 'function',
+          ownerId: owner.ownerId,
+          workerId: fn.workerId,
+          id,
+          holderOwnerId: held?.ownerId ?? owner.ownerId,
+          samePrincipal: false,
+          reason: `function ${id} is registered by another principal already`,
+        });
+      }
+    }
+    setOrDelete(this.functionOwners, id, servedBy.length > 0 ? servedBy : undefined);
+    setOrDelete(this.functionMetadata, id, metadata?.value);
+    setOrDelete(this.functionConflicts, id, conflicts.length > 0 ? conflicts : undefined);
+  }
+
+  /** The binding that holds a route key now (routeHolder), and the router and awaited functions in step with it. */
+  private recomputeKey(key: string, awaitedDirty: Set<string>, unrouted: Set<string>): void {
+    const owners = ranked(this.keyOwners.get(key));
+    const group: Candidate[] = [];
+    for (const owner of owners) for (const trigger of owner.live.get(key) ?? []) group.push({ trigger, ownerId: owner.ownerId, departed: false });
+    for (const owner of owners) for (const trigger of owner.departed.get(key) ?? []) group.push({ trigger, ownerId: owner.ownerId, departed: true });
+    const conflicts: RegistrationConflict[] = [];
+    const winner = group.length === 0 ? undefined : routeHolder(group, conflicts);
+    setOrDelete(this.routeConflicts, key, conflicts.length > 0 ? conflicts : undefined);
+    const before = this.winners.get(key);
+    if (before?.trigger === winner?.trigger && before?.ownerId === winner?.ownerId) return;
+    const previous = this.routesByKey.get(key);
+    if (before !== undefined && previous !== undefined) {
+      removeMember(this.winnerKeys, before.trigger.functionId, key);
+      this.winners.delete(key);
+      this.routesByKey.delete(key);
+      if (winner === undefined) this.router.delete(previous.method, previous.pattern);
+      const left = (this.sources.get(previous.pattern.source) ?? 1) - 1;
+      if (left > 0) this.sources.set(previous.pattern.source, left);
+      else {
+        this.sources.delete(previous.pattern.source);
+        unrouted.add(previous.pattern.source);
+      }
+    }
+    if (winner !== undefined) {
+      const route = routeOf(winner);
+      addMember(this.winnerKeys, winner.trigger.functionId, key);
+      this.winners.set(key, winner);
+      this.routesByKey.set(key, route);
+      this.router.set(route);
+      this.sources.set(route.pattern.source, (this.sources.get(route.pattern.source) ?? 0) + 1);
+    }
+    // Whether a departed binding of this key is taken over depends on who holds it.
+    for (const candidate of group) if (candidate.departed) awaitedDirty.add(candidate.trigger.functionId);
+  }
+
+  /** The functions of the departed bindings of a route key. */
+  private departedFunctionsOf(key: string, out: Set<string>): void {
+    for (const owner of this.keyOwners.get(key) ?? []) for (const trigger of owner.departed.get(key) ?? []) out.add(trigger.functionId);
+  }
+
+  /**
+   * A function is awaited while a departed worker claims it and no connected one serves it — unless
+   * every trigger of its departed workers was a route binding now held by a live binding: then nothing
+   * should wait for it (a call still routed to it fails at once). Returns whether that changed.
+   */
+  private recomputeAwaited(id: string): boolean {
+    let awaited = false;
+    if (!this.functionOwners.has(id)) {
+      for (const owner of this.functionHolders.get(id) ?? []) if (owner.claims.has(id)) awaited = true;
+    }
+    if (awaited) {
+      let supersededBy = false;
+      let needed = false;
+      for (const owner of this.departedTriggerOwners.get(id) ?? []) {
+        for (const trigger of owner.departedTriggers.get(id) ?? []) {
+          const winner = trigger.type === 'http' ? this.winners.get(routeKey(trigger)) : undefined;
+          // A live winner is another binding: this trigger's own function is awaited, so not live.
+          if (winner !== undefined && this.functionOwners.has(winner.trigger.functionId)) supersededBy = true;
+          else needed = true;
+        }
+      }
+      if (supersededBy && !needed) awaited = false;
+    }
+    if (awaited === this.awaitedFunctions.has(id)) return false;
+    if (awaited) this.awaitedFunctions.add(id);
+    else this.awaitedFunctions.delete(id);
+    return true;
+  }
+
+  /**
+   * Middleware bindings in table order: the module config's, every owner's connected workers', then
+   * departed workers' — those only while their function is awaited: once a worker serves it again,
+   * that worker's own registration is the binding (no double run). A new index only when the list changed.
+   */
+  private recomputeMiddleware(): void {
+    const from: (readonly [MiddlewareTrigger, string])[] = [];
+    for (const owner of this.owners()) for (const trigger of owner.liveMiddleware) from.push([trigger, owner.ownerId]);
+    for (const owner of this.owners()) {
+      for (const trigger of owner.departedMiddleware) if (this.awaitedFunctions.has(trigger.functionId)) from.push([trigger, owner.ownerId]);
+    }
+    const same = from.length === this.middlewareFrom.length && from.every(([trigger, ownerId], i) => this.middlewareFrom[i]?.[0] === trigger && this.middlewareFrom[i]?.[1] === ownerId);
+    if (same) return;
+    this.middlewareFrom = from;
+    const bindings: MiddlewareBinding[] = [...this.configMiddleware];
+    for (const [trigger, ownerId] of from) {
+      bindings.push({
+        triggerId: trigger.id,
+        functionId: trigger.functionId,
+        ownerId,
+        ...(isRestricted(trigger.principal) ? { restrictedTo: trigger.principal } : {}),
+        phase: trigger.middleware.phase,
+        ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
+        priority: trigger.middleware.priority,
+        registeredAt: trigger.registeredAt,
+        seq: trigger.seq,
+      });
+    }
+    this.middleware = new MiddlewareIndex(bindings, this.ignoreTrailingSlash);
   }
 }
 
 const NO_OWNERS: ReadonlySet<string> = new Set();
 
-type HttpTrigger = TriggerRecord & { type: 'http' };
+function setOrDelete<V>(map: { set(key: string, value: V): unknown; delete(key: string): unknown }, key: string, value: V | undefined): void {
+  if (value === undefined) map.delete(key);
+  else map.set(key, value);
+}
 
 interface Candidate {
   trigger: HttpTrigger;
   ownerId: string;
   /** From a worker gone within the reconnect grace. */
   departed: boolean;
-  /** Its function is served by a connected worker. */
-  live: boolean;
+}
+
+function routeOf({ trigger, ownerId }: Candidate): HttpRoute {
+  const route: HttpRoute = {
+    method: trigger.http.httpMethod,
+    pattern: trigger.http.pattern,
+    apiPath: trigger.http.apiPath,
+    triggerId: trigger.id,
+    functionId: trigger.functionId,
+    ownerId,
+    principal: trigger.principal ?? MAIN_PRINCIPAL,
+    workerId: trigger.workerId,
+  };
+  if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
+  if (trigger.metadata !== undefined) route.metadata = trigger.metadata;
+  if (trigger.http.middlewareFunctionIds !== undefined) route.middlewareFunctionIds = trigger.http.middlewareFunctionIds;
+  return route;
 }
 
 const byAge = (a: Candidate, b: Candidate): number => compareRegistration({ ...a.trigger, ownerId: a.ownerId }, { ...b.trigger, ownerId: b.ownerId });
@@ -346,81 +595,4 @@ function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Can
     winner = candidate;
   }
   return winner;
-}
-
-/**
- * Which principal holds each function id: the oldest claim's — a connected worker's registration, or
- * a worker away within the reconnect grace (dated by when it connected, since its registrations came
- * later). Registrations of any other principal are conflicts: another principal cannot become a
- * replica of a function and take a share of its calls (docs/security.md).
- */
-function holdersOfFunctions(snapshots: readonly OwnerSnapshot[], conflicts: RegistrationConflict[]): Map<string, string> {
-  const holders = new Map<string, { principal: string; at: number; ownerId: string; workerId: string }>();
-  const claim = (id: string, principal: string, at: number, ownerId: string, workerId: string): void => {
-    const held = holders.get(id);
-    if (held === undefined || at < held.at || (at === held.at && (ownerId < held.ownerId || (ownerId === held.ownerId && workerId < held.workerId)))) {
-      holders.set(id, { principal, at, ownerId, workerId });
-    }
-  };
-  for (const snapshot of snapshots) {
-    for (const departed of snapshot.departed ?? []) {
-      // Registered no earlier than its worker connected.
-      for (const id of departed.functionIds) claim(id, departed.principal ?? MAIN_PRINCIPAL, departed.since ?? 0, snapshot.ownerId, departed.workerId);
-    }
-    for (const fn of snapshot.functions) claim(fn.id, fn.principal ?? MAIN_PRINCIPAL, fn.registeredAt ?? 0, snapshot.ownerId, fn.workerId);
-  }
-  const result = new Map<string, string>();
-  for (const [id, held] of holders) result.set(id, held.principal);
-  for (const snapshot of snapshots) {
-    for (const fn of snapshot.functions) {
-      if ((fn.principal ?? MAIN_PRINCIPAL) === result.get(fn.id)) continue;
-      conflicts.push({
-        kind: 'function',
-        ownerId: snapshot.ownerId,
-        workerId: fn.workerId,
-        id: fn.id,
-        holderOwnerId: holders.get(fn.id)?.ownerId ?? snapshot.ownerId,
-        samePrincipal: false,
-        reason: `function ${fn.id} is registered by another principal already`,
-      });
-    }
-  }
-  return result;
-}
-
-/** Awaited functions all of whose departed triggers are route bindings that lost to a live binding. */
-function supersededDepartedFunctions(
-  snapshots: readonly OwnerSnapshot[],
-  awaited: ReadonlySet<string>,
-  byShape: ReadonlyMap<string, { trigger: TriggerRecord; live: boolean }>,
-): Set<string> {
-  const superseded = new Set<string>();
-  const needed = new Set<string>();
-  for (const snapshot of snapshots) {
-    for (const gone of snapshot.departed ?? []) {
-      for (const trigger of gone.triggers) {
-        if (!awaited.has(trigger.functionId)) continue;
-        const winner = trigger.type === 'http' ? byShape.get(`${trigger.http.httpMethod} ${trigger.http.pattern.shapeKey}`) : undefined;
-        // A live winner is another binding: this trigger's own function is awaited, so not live.
-        if (winner !== undefined && winner.live) superseded.add(trigger.functionId);
-        else needed.add(trigger.functionId);
-      }
-    }
-  }
-  for (const id of needed) superseded.delete(id);
-  return superseded;
-}
-
-/** Every trigger of every snapshot, those of departed workers last and marked. */
-function* triggersOf(
-  snapshots: readonly OwnerSnapshot[],
-): Generator<{ ownerId: string; trigger: TriggerRecord; departed: boolean }> {
-  for (const snapshot of snapshots) {
-    for (const trigger of snapshot.triggers) yield { ownerId: snapshot.ownerId, trigger, departed: false };
-  }
-  for (const snapshot of snapshots) {
-    for (const gone of snapshot.departed ?? []) {
-      for (const trigger of gone.triggers) yield { ownerId: snapshot.ownerId, trigger, departed: true };
-    }
-  }
 }

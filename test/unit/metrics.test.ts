@@ -60,6 +60,30 @@ describe('EngineMetrics.retainRoutes', () => {
   });
 });
 
+describe('EngineMetrics.routesLeft', () => {
+  it("drops at once the series of the routes a change removed, reading the table's live view", async () => {
+    const metrics = new EngineMetrics(sources);
+    const table = new Set(['/a', '/b']);
+    metrics.retainRoutes({ has: (route) => table.has(route) });
+    metrics.request('/a', 'GET', 200, 0.01, false);
+    metrics.request('/b', 'GET', 200, 0.01, false);
+    table.delete('/a');
+    metrics.routesLeft(['/a']);
+    expect(await linesFor(metrics, '/a')).toEqual([]);
+    expect(await linesFor(metrics, '/b')).toHaveLength(1 + 18);
+    // A route named as left but routed again by then keeps its series.
+    metrics.routesLeft(['/b']);
+    expect(await linesFor(metrics, '/b')).toHaveLength(1 + 18);
+  });
+
+  it('keeps every series while the table has not reported its routes', async () => {
+    const metrics = new EngineMetrics(sources);
+    metrics.request('/a', 'GET', 200, 0.01, false);
+    metrics.routesLeft(['/a']);
+    expect(await linesFor(metrics, '/a')).toHaveLength(1 + 18);
+  });
+});
+
 describe('EngineMetrics.errorReply', () => {
   it('counts error envelopes by code, and a worker\'s free-text codes past 100 distinct ones as other', async () => {
     const metrics = new EngineMetrics(sources);

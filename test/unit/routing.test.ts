@@ -9,6 +9,9 @@ import { RouteTable } from '../../src/routing/route-table.js';
 import type { MatchResult, RouteTarget } from '../../src/routing/router.js';
 import { Router } from '../../src/routing/router.js';
 import { validateTrigger } from '../../src/routing/trigger-config.js';
+import { referenceBuild } from '../support/route-table-reference.js';
+import type { Touched } from '../../src/routing/owner-index.js';
+import { OwnerIndex, nothingTouched } from '../../src/routing/owner-index.js';
 
 function pattern(source: string, ignoreTrailingSlash = false): PathPattern {
   const parsed = parsePathPattern(source, ignoreTrailingSlash);
@@ -1198,5 +1201,277 @@ describe('Router: one route at a time', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('RouteTable: incremental merge against the whole-table merge', () => {
+  const owners = ['p1', 'p2', 'p3'] as const;
+  const fnIds = ['f1', 'f2', 'f3', 'f4', 'f5'];
+  // Unset is listener-0: most registrations share a principal, some compete from another.
+  const principals = [undefined, 'listener-0', 'listener-0', 'rbac-listener-1'];
+  // Few functions and paths, so that owners often compete for the same ones.
+  const paths = ['/a', '/a/:x', '/a/:y', '/b'];
+  const probePaths = ['/a', '/a/v', '/b', '/c'];
+
+  const pool = fc.record({
+    functions: fc.array(
+      fc.record({ id: fc.constantFrom(...fnIds), workerId: fc.constantFrom('w1', 'w2'), principal: fc.constantFrom(...principals), registeredAt: fc.integer({ min: 0, max: 3 }), meta: fc.option(fc.integer({ min: 0, max: 9 })) }),
+      { minLength: 1, maxLength: 3 },
+    ),
+    triggers: fc.array(
+      fc.record({
+        middleware: fc.boolean(),
+        functionId: fc.constantFrom(...fnIds),
+        method: fc.constantFrom('GET', 'POST'),
+        path: fc.constantFrom(...paths),
+        principal: fc.constantFrom(...principals),
+        registeredAt: fc.integer({ min: 0, max: 3 }),
+      }),
+      { minLength: 1, maxLength: 7 },
+    ),
+    departed: fc.array(
+      fc.record({
+        principal: fc.constantFrom(...principals),
+        since: fc.integer({ min: 0, max: 3 }),
+        functionIds: fc.subarray(fnIds),
+        triggers: fc.array(fc.record({ middleware: fc.boolean(), functionId: fc.constantFrom(...fnIds), path: fc.constantFrom(...paths), registeredAt: fc.integer({ min: 0, max: 3 }) }), { maxLength: 3 }),
+      }),
+      { maxLength: 2 },
+    ),
+  });
+  type Pool = typeof pool extends fc.Arbitrary<infer P> ? P : never;
+
+  interface Records {
+    functions: FunctionRecord[];
+    triggers: TriggerRecord[];
+    departed: NonNullable<OwnerSnapshot['departed']>[number][];
+  }
+
+  /** One owner's records, made once: snapshots pick among the same objects, as the bus and the hub hand them on. */
+  function records(ownerId: string, p: Pool): Records {
+    let seq = 0;
+    const make = (t: { middleware: boolean; functionId: string; path: string; registeredAt: number; method?: string; principal?: string | undefined }, workerId: string): TriggerRecord => {
+      const base = t.middleware
+        ? middlewareTrigger(`${ownerId}-t${seq}`, t.functionId, { phase: seq % 2 === 0 ? 'preHandler' : 'onRequest', priority: seq % 3, ...(seq % 4 === 0 ? { scope: { path: '/a' } } : {}) }, t.registeredAt, seq)
+        : httpTrigger(`${ownerId}-t${seq}`, t.functionId, t.method ?? 'GET', t.path, t.registeredAt, { seq });
+      seq++;
+      return { ...base, workerId, ...(t.principal === undefined ? {} : { principal: t.principal }) };
+    };
+    return {
+      functions: p.functions.map((f) => ({ id: f.id, workerId: f.workerId, registeredAt: f.registeredAt, ...(f.principal === undefined ? {} : { principal: f.principal }), ...(f.meta === null ? {} : { metadata: { v: f.meta } }) })),
+      triggers: p.triggers.map((t, i) => make(t, i % 2 === 0 ? 'w1' : 'w2')),
+      departed: p.departed.map((d, i) => ({
+        workerId: `gone${i}`,
+        since: d.since,
+        functionIds: d.functionIds,
+        ...(d.principal === undefined ? {} : { principal: d.principal }),
+        // Mostly bindings of the functions it claims, as a worker's are.
+        triggers: d.triggers.map((t, k) => make({ ...t, functionId: d.functionIds[k] ?? t.functionId, principal: d.principal }, `gone${i}`)),
+      })),
+    };
+  }
+
+  const pick = <T,>(list: readonly T[], mask: number): T[] => list.filter((_, i) => (mask >> i) & 1);
+
+  /** Which records the next snapshot holds; `keep…`: the previous snapshot's array itself (nothing of that kind changed). */
+  const change = { fns: fc.nat(), triggers: fc.nat(), departed: fc.nat(), keepFns: fc.boolean(), keepTriggers: fc.boolean(), keepDeparted: fc.boolean() };
+  const op = fc.oneof(
+    fc.record({ kind: fc.constant('apply' as const), owner: fc.constantFrom(...owners), ...change }),
+    fc.record({ kind: fc.constant('remove' as const), owner: fc.constantFrom(...owners) }),
+    fc.record({ kind: fc.constant('local' as const), ...change }),
+    fc.record({ kind: fc.constant('read' as const) }),
+  );
+
+  function outcomeOf(result: MatchResult<{ method: string; pattern: PathPattern; triggerId: string; ownerId: string }>): unknown {
+    return result.kind === 'matched' ? [result.match.route.triggerId, result.match.route.ownerId, { ...result.match.params }] : result.kind === 'method_not_allowed' ? result.allow : result.kind;
+  }
+
+  const sortedEntries = <V,>(map: ReadonlyMap<string, V>): [string, V][] => [...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const byJson = (list: readonly unknown[]): string[] => list.map((x) => JSON.stringify(x)).sort();
+
+  function expectSameAsWholeMerge(table: RouteTable): void {
+    const state = table.current();
+    const reference = referenceBuild(table.snapshotsHeld(), []);
+    const keyOf = (r: { method: string; pattern: PathPattern }): string => `${r.method} ${r.pattern.shapeKey}`;
+    const sortRoutes = (routes: readonly { method: string; pattern: PathPattern }[]): string[] => byJson(routes.map((r) => ({ ...r, key: keyOf(r) })));
+    expect(sortRoutes(state.routes)).toEqual(sortRoutes(reference.routes));
+    expect(state.router.size).toBe(reference.routes.length);
+    const built = new Router(reference.routes, false);
+    for (const method of ['GET', 'POST', 'HEAD']) for (const path of probePaths) expect(outcomeOf(state.router.match(method, path))).toEqual(outcomeOf(built.match(method, path)));
+    expect(byJson(state.conflicts)).toEqual(byJson(reference.conflicts));
+    expect(sortedEntries(state.functionOwners)).toEqual(sortedEntries(reference.functionOwners));
+    expect(sortedEntries(state.functionMetadata)).toEqual(sortedEntries(reference.functionMetadata));
+    expect([...state.awaitedFunctions].sort()).toEqual([...reference.awaitedFunctions].sort());
+    expect(state.middleware.ordered).toEqual(reference.middleware);
+  }
+
+  const departedOn = (path: string, functionId: string, at: number): OwnerSnapshot => ({
+    ownerId: 'p2',
+    version: 1,
+    functions: [],
+    triggers: [],
+    departed: [{ workerId: 'gone', since: at, functionIds: [functionId], triggers: [httpTrigger('away', functionId, 'GET', path, at)] }],
+  });
+
+  it("awaits a departed binding's function again when the live binding that took its route over loses its worker's function", () => {
+    const table = new RouteTable(false);
+    const taker = httpTrigger('taker', 'g', 'GET', '/x', 2);
+    table.applySnapshot({ ownerId: 'p1', version: 1, functions: [{ id: 'g', workerId: 'w' }], triggers: [taker] });
+    table.applySnapshot(departedOn('/x', 'f', 1));
+    expect([...table.current().awaitedFunctions]).toEqual([]);
+    // Only p1's function record goes: its binding (the same record) still holds /x, for a function nobody serves.
+    table.applySnapshot({ ownerId: 'p1', version: 2, functions: [], triggers: [taker] });
+    expect([...table.current().awaitedFunctions]).toEqual(['f']);
+  });
+
+  it("stops awaiting a departed binding's function when a binding of a function already served takes its route over", () => {
+    const table = new RouteTable(false);
+    const functions: FunctionRecord[] = [{ id: 'g', workerId: 'w' }];
+    table.applySnapshot({ ownerId: 'p1', version: 1, functions, triggers: [] });
+    table.applySnapshot(departedOn('/x', 'f', 1));
+    expect([...table.current().awaitedFunctions]).toEqual(['f']);
+    table.applySnapshot({ ownerId: 'p1', version: 2, functions, triggers: [httpTrigger('taker', 'g', 'GET', '/x', 2)] });
+    expect([...table.current().awaitedFunctions]).toEqual([]);
+  });
+
+  it('puts an owner removed and back within one burst after the others, as a newcomer', () => {
+    const table = new RouteTable(false);
+    const p1 = snapshot('p1', 1, ['f'], []);
+    table.applySnapshot(p1);
+    table.applySnapshot(snapshot('p2', 1, ['f'], []));
+    expect(table.current().functionOwners.get('f')).toEqual(['p1', 'p2']);
+    table.removeOwner('p1');
+    table.applySnapshot({ ...p1, version: 2 });
+    expect(table.current().functionOwners.get('f')).toEqual(['p2', 'p1']);
+  });
+
+  it('decides after any sequence of snapshots, removals and local changes exactly what merging every snapshot whole decides', () => {
+    fc.assert(
+      fc.property(fc.record({ p1: pool, p2: pool, p3: pool, local: pool }), fc.array(op, { minLength: 1, maxLength: 25 }), (pools, ops) => {
+        const recordsOf = { p1: records('p1', pools.p1), p2: records('p2', pools.p2), p3: records('p3', pools.p3), local: records('local', pools.local) };
+        const table = new RouteTable(false);
+        const versions = new Map<string, number>();
+        const last = new Map<string, OwnerSnapshot>();
+        const next = (ownerId: keyof typeof recordsOf, o: { fns: number; triggers: number; departed: number; keepFns: boolean; keepTriggers: boolean; keepDeparted: boolean }): OwnerSnapshot => {
+          const r = recordsOf[ownerId];
+          const version = (versions.get(ownerId) ?? 0) + 1;
+          versions.set(ownerId, version);
+          // Also after a removal: a peer that comes back hands on the same records.
+          const previous = last.get(ownerId);
+          const departed = o.keepDeparted && previous !== undefined ? previous.departed : pick(r.departed, o.departed);
+          const snap: OwnerSnapshot = {
+            ownerId,
+            version,
+            functions: o.keepFns && previous !== undefined ? previous.functions : pick(r.functions, o.fns),
+            triggers: o.keepTriggers && previous !== undefined ? previous.triggers : pick(r.triggers, o.triggers),
+            ...(departed !== undefined && departed.length > 0 ? { departed } : {}),
+          };
+          last.set(ownerId, snap);
+          return snap;
+        };
+        let local: OwnerSnapshot = { ownerId: 'local', version: 0, functions: [], triggers: [] };
+        table.setLocalSource({ ownerId: 'local', snapshot: () => local });
+        for (const o of ops) {
+          if (o.kind === 'apply') table.applySnapshot(next(o.owner, o));
+          else if (o.kind === 'remove') {
+            table.removeOwner(o.owner);
+          } else if (o.kind === 'local') {
+            local = next('local', o);
+            table.markChanged();
+          } else expectSameAsWholeMerge(table);
+        }
+        expectSameAsWholeMerge(table);
+      }),
+      { numRuns: 400 },
+    );
+  });
+});
+
+describe('OwnerIndex: what a change touches', () => {
+  const many = Array.from({ length: 100 }, (_, i) => httpTrigger(`t${i}`, 'f', 'GET', `/r/${i}`, i, { seq: i }));
+  const functions: FunctionRecord[] = [{ id: 'f', workerId: 'w' }];
+  const base: OwnerSnapshot = { ownerId: 'p', version: 1, functions, triggers: many };
+  const keysOf = (touched: Touched): string[] => [...touched.keys].sort();
+
+  function indexed(): OwnerIndex {
+    const index = new OwnerIndex('p', 0);
+    const first = nothingTouched();
+    index.update(base, first);
+    expect(first.keys.size).toBe(100);
+    expect([...first.functions]).toEqual(['f']);
+    return index;
+  }
+
+  it('one route appended to an owner of many: that route key, nothing else', () => {
+    const index = indexed();
+    const touched = nothingTouched();
+    index.update({ ...base, version: 2, triggers: [...many, httpTrigger('new', 'f', 'POST', '/r/:id', 200, { seq: 200 })] }, touched);
+    expect(touched).toEqual({ keys: new Set(['POST /r/:']), functions: new Set(), departedFunctions: new Set(), middleware: false });
+    expect(index.live.get('POST /r/:')?.map((t) => t.id)).toEqual(['new']);
+  });
+
+  it('one route removed from the middle, or replaced by a new record: that route key only', () => {
+    const index = indexed();
+    const removed = nothingTouched();
+    index.update({ ...base, version: 2, triggers: many.filter((_, i) => i !== 50) }, removed);
+    expect(keysOf(removed)).toEqual(['GET /r/50']);
+    expect(index.hasKey('GET /r/50')).toBe(false);
+    expect(index.hasKey('GET /r/49')).toBe(true);
+    const replaced = nothingTouched();
+    index.update({ ...base, version: 3, triggers: many.map((t, i) => (i === 7 ? { ...t } : t)).filter((_, i) => i !== 50) }, replaced);
+    expect(keysOf(replaced)).toEqual(['GET /r/7']);
+    expect(index.live.get('GET /r/7')).toHaveLength(1);
+  });
+
+  it('a function record added: that function id; middleware: the middleware flag, no route key', () => {
+    const index = indexed();
+    const touched = nothingTouched();
+    index.update({ ...base, version: 2, functions: [...functions, { id: 'g', workerId: 'w' }], triggers: [...many, middlewareTrigger('m', 'g', { phase: 'preHandler' }, 1)] }, touched);
+    expect(touched).toEqual({ keys: new Set(), functions: new Set(['g']), departedFunctions: new Set(), middleware: true });
+    expect(index.liveMiddleware.map((t) => t.id)).toEqual(['m']);
+    const gone = nothingTouched();
+    index.update({ ...base, version: 3 }, gone);
+    expect(gone).toEqual({ keys: new Set(), functions: new Set(['g']), departedFunctions: new Set(), middleware: true });
+    expect(index.liveMiddleware).toEqual([]);
+    expect(index.hasFunction('g')).toBe(false);
+  });
+
+  it('a worker departing: its functions and route keys, as departed', () => {
+    const index = indexed();
+    const away = httpTrigger('away', 'h', 'GET', '/away', 1, { seq: 500 });
+    const departed = [{ workerId: 'gone', functionIds: ['h'], triggers: [away, middlewareTrigger('am', 'h', { phase: 'onRequest' }, 1, 501)] }];
+    const touched = nothingTouched();
+    index.update({ ...base, version: 2, departed }, touched);
+    expect(touched).toEqual({ keys: new Set(['GET /away']), functions: new Set(['h']), departedFunctions: new Set(['h']), middleware: true });
+    expect(index.departed.get('GET /away')).toEqual([away]);
+    expect(index.claims.get('h')).toEqual(departed);
+    expect(index.departedMiddleware.map((t) => t.id)).toEqual(['am']);
+    expect(index.hasFunction('h')).toBe(true);
+    const back = nothingTouched();
+    index.update({ ...base, version: 3 }, back);
+    expect(back).toEqual(touched);
+    expect(index.hasKey('GET /away')).toBe(false);
+    expect(index.hasFunction('h')).toBe(false);
+  });
+
+  it('an owner gone: everything it held, and nothing held after', () => {
+    const index = indexed();
+    const touched = nothingTouched();
+    index.update(undefined, touched);
+    expect(touched.keys.size).toBe(100);
+    expect([...touched.functions]).toEqual(['f']);
+    expect(index.hasKey('GET /r/0')).toBe(false);
+    expect(index.hasFunction('f')).toBe(false);
+  });
+
+  it('keeps two records of one function in snapshot order (the first one’s metadata is shown)', () => {
+    const index = new OwnerIndex('p', 0);
+    const a: FunctionRecord = { id: 'f', workerId: 'a', metadata: { v: 'a' } };
+    const b: FunctionRecord = { id: 'f', workerId: 'b', metadata: { v: 'b' } };
+    index.update({ ownerId: 'p', version: 1, functions: [a, b], triggers: [] }, nothingTouched());
+    const a2: FunctionRecord = { ...a, metadata: { v: 'a2' } };
+    index.update({ ownerId: 'p', version: 2, functions: [a2, b], triggers: [] }, nothingTouched());
+    expect(index.functions.get('f')?.map((fn) => fn.workerId)).toEqual(['a', 'b']);
+    expect(index.functions.get('f')?.[0]).toBe(a2);
   });
 });
