@@ -52,24 +52,88 @@ function keyed(list: ListName, records: readonly object[] | undefined): Map<stri
   return map;
 }
 
+const NO_RECORDS: readonly object[] = Object.freeze([]);
+
+/**
+ * Each list's records by key, as the last diff made them for the list as it was then: the next diff
+ * starts from it instead of keying every record again. A diff takes the entry of the list it starts
+ * from (and turns it into the new list's), so an entry is used once; a miss keys the list anew.
+ */
+const keyedLists = new WeakMap<readonly object[], Map<string, object>>();
+
+/**
+ * The change of one list: the records between the longest head and tail the two lists share (by
+ * identity) are compared by key, the rest are the same records. Undefined when the new list holds two
+ * records under one key. An owner's records change a few at a time, together (a worker registering,
+ * leaving, a delta): the cost is a walk of pointer comparisons plus the records that changed.
+ */
+function diffList(list: ListName, before: readonly object[], after: readonly object[], set: object[], del: string[]): boolean {
+  let map = keyedLists.get(before);
+  if (map === undefined) {
+    map = keyed(list, before);
+    if (map === undefined) return false;
+  }
+  keyedLists.delete(before);
+  let head = 0;
+  const shorter = Math.min(before.length, after.length);
+  while (head < shorter && before[head] === after[head]) head++;
+  let endBefore = before.length;
+  let endAfter = after.length;
+  while (endBefore > head && endAfter > head && before[endBefore - 1] === after[endAfter - 1]) {
+    endBefore--;
+    endAfter--;
+  }
+  const replaced = new Map<string, object>();
+  for (let i = head; i < endBefore; i++) {
+    const record = before[i] as object;
+    replaced.set(recordKey(list, record), record);
+  }
+  const kept = new Set<string>();
+  for (let i = head; i < endAfter; i++) {
+    const record = after[i] as object;
+    const key = recordKey(list, record);
+    const held = replaced.get(key);
+    if (held === undefined) {
+      if (map.has(key)) return false; // a second record under a key the list holds
+    } else if (kept.has(key)) {
+      return false;
+    }
+    kept.add(key);
+    map.set(key, record);
+    if (held === undefined || (held !== record && textOf(held) !== textOf(record))) set.push(record);
+  }
+  for (const key of replaced.keys()) {
+    if (kept.has(key)) continue;
+    map.delete(key);
+    del.push(key);
+  }
+  keyedLists.set(after, map);
+  return true;
+}
+
 /**
  * What changed from `prev` to `next` (one owner), or undefined when a list holds two records under one
- * key (then only a full snapshot describes it). Work: one pass over both snapshots.
+ * key (then only a full snapshot describes it). Work: the records that changed, plus a walk of pointer
+ * comparisons over the lists that changed (diffList).
  */
 export function diffSnapshots(prev: WireSnapshot, next: WireSnapshot): WireDelta | undefined {
   const delta: WireDelta = { ownerId: next.ownerId, from: prev.version, to: next.version, set: {}, del: {} };
   if (next.publishedAt !== undefined) delta.publishedAt = next.publishedAt;
   if (JSON.stringify(prev.endpoint) !== JSON.stringify(next.endpoint)) delta.endpoint = next.endpoint ?? null;
   for (const list of LIST_NAMES) {
-    const before = keyed(list, prev[list]);
-    const after = keyed(list, next[list]);
-    if (before === undefined || after === undefined) return undefined;
-    const set: object[] = [];
-    for (const [key, record] of after) {
-      const held = before.get(key);
-      if (held === undefined || (held !== record && textOf(held) !== textOf(record))) set.push(record);
+    const before = prev[list] ?? NO_RECORDS;
+    const after = next[list] ?? NO_RECORDS;
+    if (before === after) {
+      // Unchanged, but a list that cannot be keyed still goes whole.
+      if (keyedLists.has(after)) continue;
+      const map = keyed(list, after);
+      if (map === undefined) return undefined;
+      keyedLists.set(after, map);
+      continue;
     }
-    const del = [...before.keys()].filter((key) => !after.has(key));
+    const set: object[] = [];
+    const del: string[] = [];
+    if (!diffList(list, before, after, set, del)) return undefined;
     if (set.length > 0) (delta.set as Record<string, object[]>)[list] = set;
     if (del.length > 0) delta.del[list] = del;
   }

@@ -1,6 +1,7 @@
 import type { MiddlewarePhase } from '../config/types.js';
 import type {
   CustomTriggerRecord,
+  DepartedWorker,
   FunctionRecord,
   HttpInvocation,
   OwnerSnapshot,
@@ -159,19 +160,46 @@ function wireCustomTrigger(trigger: CustomTriggerRecord): NonNullable<WireSnapsh
   return defined({ id, triggerType, functionId, workerId, config, metadata });
 }
 
+function wireDeparted(d: DepartedWorker): NonNullable<WireSnapshot['departed']>[number] {
+  return defined({ workerId: d.workerId, principal: d.principal, since: d.since, functionIds: [...d.functionIds], triggers: d.triggers.map(wireTrigger) });
+}
+
+/**
+ * Each record's wire form, made once: records are never changed once made (a change is a new record),
+ * so a publication converts only the records that are new since the last one, and the bus's diff
+ * (wire-delta.ts) finds the others unchanged by identity. Without it every publication converted and
+ * serialised every record of the process: a cost growing with its table (docs/scale.md).
+ */
+function once<R extends object, W>(convert: (record: R) => W): (record: R) => W {
+  const made = new WeakMap<R, W>();
+  return (record) => {
+    let wire = made.get(record);
+    if (wire === undefined) {
+      wire = convert(record);
+      made.set(record, wire);
+    }
+    return wire;
+  };
+}
+
+const wireFunctionOnce = once(wireFunction);
+const wireTriggerOnce = once(wireTrigger);
+const wireWorkerOnce = once(wireWorker);
+const wireDepartedOnce = once(wireDeparted);
+const wireTriggerTypeOnce = once(wireTriggerType);
+const wireCustomTriggerOnce = once(wireCustomTrigger);
+
 export function toWireSnapshot(snapshot: OwnerSnapshot): WireSnapshot {
   return defined({
     ownerId: snapshot.ownerId,
     version: snapshot.version,
-    functions: snapshot.functions.map(wireFunction),
-    triggers: snapshot.triggers.map(wireTrigger),
+    functions: snapshot.functions.map(wireFunctionOnce),
+    triggers: snapshot.triggers.map(wireTriggerOnce),
     endpoint: snapshot.endpoint === undefined ? undefined : wireEndpoint(snapshot.endpoint),
-    workers: snapshot.workers?.map(wireWorker),
-    departed: snapshot.departed?.map((d) =>
-      defined({ workerId: d.workerId, principal: d.principal, since: d.since, functionIds: [...d.functionIds], triggers: d.triggers.map(wireTrigger) }),
-    ),
+    workers: snapshot.workers?.map(wireWorkerOnce),
+    departed: snapshot.departed?.map(wireDepartedOnce),
     publishedAt: snapshot.publishedAt,
-    triggerTypes: snapshot.triggerTypes?.map(wireTriggerType),
-    customTriggers: snapshot.customTriggers?.map(wireCustomTrigger),
+    triggerTypes: snapshot.triggerTypes?.map(wireTriggerTypeOnce),
+    customTriggers: snapshot.customTriggers?.map(wireCustomTriggerOnce),
   });
 }

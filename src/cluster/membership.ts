@@ -20,6 +20,11 @@ const PUBLISH_COALESCE_MS = 5;
  */
 const PUBLISH_COST_FACTOR = 10;
 const PUBLISH_MAX_DELAY_MS = 200;
+/**
+ * The cost of the last publish only slows publishes that follow it within this long (a burst): the
+ * first change after a quiet spell goes out at once, whatever a large join or burst cost before it.
+ */
+const PUBLISH_BURST_MS = 1000;
 
 export interface MembershipOptions {
   identity: PeerIdentity;
@@ -41,8 +46,9 @@ export interface MembershipOptions {
 export class ClusterMembership {
   private endpointValue: PeerEndpoint | undefined;
   private publishTimer: NodeJS.Timeout | undefined;
-  /** What the last publish cost this process (snapshot and send), in ms. */
+  /** What the last publish cost this process (snapshot and send), in ms, and when it ended. */
   private lastPublishCostMs = 0;
+  private lastPublishAt = Number.NEGATIVE_INFINITY;
   private closed = false;
   /** The version of the local snapshot last published. */
   private publishedVersion: number | undefined;
@@ -92,7 +98,8 @@ export class ClusterMembership {
   /** The local registrations changed: publish them soon (coalesced). */
   localChanged(): void {
     if (this.endpointValue === undefined || this.publishTimer !== undefined || this.closed) return;
-    const delayMs = Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * PUBLISH_COST_FACTOR));
+    const inBurst = performance.now() - this.lastPublishAt < PUBLISH_BURST_MS;
+    const delayMs = inBurst ? Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * PUBLISH_COST_FACTOR)) : PUBLISH_COALESCE_MS;
     this.publishTimer = setTimeout(() => {
       this.publishTimer = undefined;
       this.publishNow();
@@ -164,6 +171,7 @@ export class ClusterMembership {
     const snapshot = this.options.local.snapshot();
     this.options.bus.publish(toWireSnapshot({ ...snapshot, endpoint, publishedAt: Date.now() }));
     this.publishedVersion = snapshot.version;
-    this.lastPublishCostMs = performance.now() - started;
+    this.lastPublishAt = performance.now();
+    this.lastPublishCostMs = this.lastPublishAt - started;
   }
 }

@@ -1,5 +1,6 @@
 // Bus protocol 2 (docs/scale.md): a peer's change travels as a delta on its version chain; a receiver
 // applies what follows the version it holds, ignores duplicates, and resyncs on a gap.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { checkSnapshot } from '../../src/bus/snapshot-check.js';
 import type { WireDelta } from '../../src/bus/wire-delta.js';
@@ -60,6 +61,62 @@ describe('diffSnapshots', () => {
   it('tells the same id registered by two workers apart', () => {
     const delta = diffSnapshots(snapshot('a/0/x', 1, 1), snapshot('a/0/x', 2, 1, [route(0, 'w2')]));
     expect(delta?.set.triggers).toEqual([route(0, 'w2')]);
+  });
+});
+
+describe('diffSnapshots over a chain of publications', () => {
+  /** The diff as it was written first: every record of both snapshots keyed, every one compared. */
+  function wholeDiff(prev: WireSnapshot, next: WireSnapshot): { set: Record<string, string[]>; del: Record<string, string[]> } | undefined {
+    const set: Record<string, string[]> = {};
+    const del: Record<string, string[]> = {};
+    for (const list of ['triggers', 'workers'] as const) {
+      const keyOf = (r: { id: string; workerId?: string }): string => (list === 'workers' ? r.id : `${r.workerId ?? ''}\n${r.id}`);
+      const keyedList = (records: readonly { id: string; workerId?: string }[] | undefined): Map<string, object> | undefined => {
+        const map = new Map<string, object>();
+        for (const r of records ?? []) {
+          if (map.has(keyOf(r))) return undefined;
+          map.set(keyOf(r), r);
+        }
+        return map;
+      };
+      const before = keyedList(prev[list]);
+      const after = keyedList(next[list]);
+      if (before === undefined || after === undefined) return undefined;
+      const changed = [...after].filter(([k, r]) => before.get(k) === undefined || JSON.stringify(before.get(k)) !== JSON.stringify(r)).map(([k]) => k);
+      const removed = [...before.keys()].filter((k) => !after.has(k));
+      if (changed.length > 0) set[list] = changed;
+      if (removed.length > 0) del[list] = removed;
+    }
+    return { set, del };
+  }
+
+  it('finds what the whole-snapshot diff finds, publication after publication', () => {
+    // A pool of records (a few share an id, two workers share one): each publication picks some, in
+    // pool order, sometimes the previous publication's list itself, sometimes a fresh copy of a record.
+    const pool = Array.from({ length: 10 }, (_, i) => route(i % 7, i % 3 === 0 ? 'w2' : 'w1'));
+    const workers = [{ id: 'w1', connectedAt: 1 }, { id: 'w2', connectedAt: 2 }];
+    const publication = fc.record({ pick: fc.nat(), copy: fc.nat(), keep: fc.boolean(), workers: fc.nat({ max: 3 }) });
+    fc.assert(
+      fc.property(fc.array(publication, { minLength: 1, maxLength: 12 }), (publications) => {
+        let prev: WireSnapshot = { ownerId: 'a/0/x', version: 1, functions: [], triggers: [] };
+        for (const [n, p] of publications.entries()) {
+          const triggers = p.keep ? prev.triggers : pool.filter((_, i) => (p.pick >> i) & 1).map((r, i) => ((p.copy >> i) & 1 ? { ...r } : r));
+          const next: WireSnapshot = { ownerId: 'a/0/x', version: n + 2, functions: [], triggers, workers: workers.filter((_, i) => (p.workers >> i) & 1) };
+          const expected = wholeDiff(prev, next);
+          const delta = diffSnapshots(prev, next);
+          if (expected === undefined) {
+            expect(delta).toBeUndefined();
+          } else {
+            const keys = (records: readonly object[] | undefined, list: 'triggers' | 'workers'): string[] | undefined =>
+              records?.map((r) => (list === 'workers' ? (r as { id: string }).id : `${(r as { workerId: string }).workerId}\n${(r as { id: string }).id}`));
+            expect({ triggers: keys(delta?.set.triggers, 'triggers'), workers: keys(delta?.set.workers, 'workers') }).toEqual({ triggers: expected.set.triggers, workers: expected.set.workers });
+            expect(delta?.del).toEqual(expected.del);
+          }
+          prev = next;
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 
