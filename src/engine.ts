@@ -181,6 +181,7 @@ export class Engine {
       channelBufferedBytes: () => this.channels.bufferedBytes,
       partialFrameBytes: () => [this.workerServer, ...this.extraWorkerServers].reduce((sum, server) => sum + server.partialFrameBytes, 0),
       queuedBytes: () => [this.workerServer, ...this.extraWorkerServers].reduce((sum, server) => sum + server.queuedBytes, 0),
+      callBytes: () => [this.workerServer, ...this.extraWorkerServers].reduce((sum, server) => sum + server.callBytes, 0),
       telemetrySockets: () => this.workerServer.telemetrySockets,
       clusterWorkers: () => clusterWorkerCount(this.table.snapshotsHeld()),
       routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),

@@ -67,7 +67,7 @@ export const WIRE_ERRORS = {
   AUTH_ERROR: "The listener's auth function refused the connection or failed (iii's code; sent as an `error` frame before the close)",
   trigger_registration_failed: 'The route is held by another binding (same method and path shape, another function or principal; iii\'s code)',
   registration_limit: 'The worker holds max_registrations registrations already',
-  too_many_calls: 'The worker has max_calls_in_flight calls in flight already',
+  too_many_calls: "The worker has max_calls_in_flight calls in flight already, or its listener's calls hold max_listener_call_bytes in this process",
   // TriggerAction.Enqueue (docs/protocol.md#enqueue), iii's code.
   enqueue_error: 'An enqueued call could not be handed to engine::queue::enqueue (no provider, or the provider failed)',
   // The built-in queue's functions (docs/queue.md), iii's codes.

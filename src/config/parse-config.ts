@@ -314,9 +314,10 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
     maxFrameBytes: workers.max_frame_bytes,
     maxConnections: workers.max_connections,
     maxUnauthenticatedConnections: workers.max_unauthenticated_connections,
-    // Unset: room for two of the listener's largest frames, and for one worker's largest queue.
+    // Unset: room for two of the listener's largest frames, for one worker's largest queue, and for four of its largest calls.
     maxPartialFrameBytes: workers.max_partial_frame_bytes ?? 2 * workers.max_frame_bytes,
     maxListenerQueuedBytes: workers.max_listener_queued_bytes ?? workers.max_queued_bytes,
+    maxListenerCallBytes: workers.max_listener_call_bytes ?? 4 * workers.max_frame_bytes,
     maxChannelFrameBytes: workers.max_channel_frame_bytes,
     maxChannelBufferBytes: workers.max_channel_buffer_bytes,
     reconnectGraceMs: workers.reconnect_grace_ms,

@@ -234,6 +234,11 @@ export const workerModuleSchema = z
       .min(65536)
       .optional()
       .describe('Bytes the engine may have queued towards the workers of this listener together, in each engine process; past it the worker with the most queued is closed (1008) as for `max_queued_bytes` ({reason="listener_queued_bytes"}). At least `max_queued_bytes`; unset: `max_queued_bytes` (64 MiB)'),
+    max_listener_call_bytes: z
+      .int()
+      .min(1024)
+      .optional()
+      .describe('Bytes the calls the workers of this listener have in flight through the engine may hold together, in each engine process (each counted by the size of its frame: its payload stays until it is answered); a call past it is answered at once with `too_many_calls` ({reason="listener_call_bytes"}). At least `max_frame_bytes`; unset: four times `max_frame_bytes` (64 MiB)'),
     host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
     handshake_timeout_ms: z
       .int()
@@ -287,6 +292,11 @@ export const workerModuleSchema = z
     path: ['max_listener_queued_bytes'],
     error: 'must be at least max_queued_bytes',
     when: (payload) => numericFields(payload.value, 'max_queued_bytes', 'max_listener_queued_bytes'),
+  })
+  .refine((workers) => workers.max_listener_call_bytes === undefined || workers.max_listener_call_bytes >= workers.max_frame_bytes, {
+    path: ['max_listener_call_bytes'],
+    error: 'must be at least max_frame_bytes, or a single largest call could be refused',
+    when: (payload) => numericFields(payload.value, 'max_frame_bytes', 'max_listener_call_bytes'),
   })
   .describe('The WebSocket listener that iii-sdk workers connect to. Each further `iii-worker-manager` entry opens another listener with a `port` of its own and its own `auth_token`, `rbac`, `middleware_function_id` and limits (iii\'s RBAC listeners; docs/security.md); reconnect grace is the first entry\'s')
 

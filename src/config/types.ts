@@ -84,6 +84,8 @@ export interface WorkersConfig {
   maxPartialFrameBytes: number;
   /** What the engine may have queued towards this listener's workers, in each process. */
   maxListenerQueuedBytes: number;
+  /** What the calls this listener's workers have in flight may hold, in each process. */
+  maxListenerCallBytes: number;
   authToken?: string;
   /** iii's listener middleware: every call a worker on this listener makes goes to it instead. */
   middlewareFunctionId?: string;

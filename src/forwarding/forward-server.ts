@@ -371,22 +371,25 @@ export class ForwardServer {
     } catch (err) {
       result = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
+    // The local worker has its invocation (serialised, or queued towards it): the payload is not
+    // held here until the answer, only what the answer needs (docs/security.md#connections).
+    const { id, functionId, requestId } = call;
     const started = performance.now();
     result.then(
       (outcome) => {
         // The same request id as the access line on the peer that forwarded it: one id on every hop.
         if (this.logger.isLevelEnabled('debug')) this.logger.debug(
-          { requestId: call.requestId, functionId: call.functionId, fromPeer: connection.peerId, ok: outcome.ok, durationMs: Math.round((performance.now() - started) * 100) / 100 },
+          { requestId, functionId, fromPeer: connection.peerId, ok: outcome.ok, durationMs: Math.round((performance.now() - started) * 100) / 100 },
           'forwarded call',
         );
         span?.end(outcome.ok ? undefined : outcome.failure);
-        this.finishCall(connection, call.id, outcome);
+        this.finishCall(connection, id, outcome);
       },
       (err: unknown) => {
-        this.logger.error({ err, functionId: call.functionId, requestId: call.requestId }, 'local invoker failed a forwarded call');
+        this.logger.error({ err, functionId, requestId }, 'local invoker failed a forwarded call');
         span?.end({ code: 'INTERNAL_ERROR', message: 'the local invoker failed' });
         // It may have reached the worker before failing, so it must not be retried elsewhere.
-        this.finishCall(connection, call.id, engineFailure('WORKER_DISCONNECTED', `the invocation of ${call.functionId} failed on the peer`));
+        this.finishCall(connection, id, engineFailure('WORKER_DISCONNECTED', `the invocation of ${functionId} failed on the peer`));
       },
     );
   }

@@ -26,6 +26,8 @@ export interface MetricSources {
   partialFrameBytes(): number;
   /** Bytes queued towards this process's workers, as counted at their last sends, all listeners (queue-budget.ts). */
   queuedBytes(): number;
+  /** Bytes the calls of this process's workers hold while in flight, all listeners (call-budget.ts). */
+  callBytes(): number;
   telemetrySockets(): number;
   /** Workers connected anywhere in the cluster (cluster-census.ts). */
   clusterWorkers(): number;
@@ -131,7 +133,7 @@ export class EngineMetrics {
     this.frozen = new Counter({ name: 'switchyard_workers_dropped_frozen_total', help: 'Workers dropped by the heartbeat after sending nothing (not even a pong or data on their calls\' channels) for heartbeat_timeout_ms', registers });
     this.workerRefusals = new Counter({
       name: 'switchyard_worker_limit_hits_total',
-      help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes), connections refused at the upgrade (connections, unauthenticated_connections) or by an auth function (auth_refused), sockets closed for their listener\'s budgets in the process (partial_frame_bytes, listener_queued_bytes)',
+      help: 'Per-worker limits hit (registrations, registration_bytes, reserved_id, channels, calls_in_flight, frames_per_second, queued_bytes), connections refused at the upgrade (connections, unauthenticated_connections) or by an auth function (auth_refused), sockets closed or calls refused for their listener\'s budgets in the process (partial_frame_bytes, listener_queued_bytes, listener_call_bytes)',
       labelNames: ['reason'],
       registers,
     });
@@ -205,6 +207,15 @@ export class EngineMetrics {
       registers,
       collect() {
         this.set(sources.queuedBytes());
+      },
+    });
+    new Gauge({
+      name: 'switchyard_worker_call_bytes',
+      help: 'Bytes the calls workers of a process have in flight through the engine hold, by the size of their frames (bounded by each listener\'s max_listener_call_bytes); the largest of the processes',
+      aggregator: 'max',
+      registers,
+      collect() {
+        this.set(sources.callBytes());
       },
     });
     new Gauge({ name: 'switchyard_telemetry_sockets', help: 'Workers\' telemetry sockets (/otel) connected', registers, collect() { this.set(sources.telemetrySockets()); } });

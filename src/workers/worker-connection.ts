@@ -356,7 +356,7 @@ export class WorkerConnection implements HubMember {
         return;
       }
       case 'invokefunction':
-        this.calls.handle(message);
+        this.calls.handle(message, raw.length);
         return;
       case 'registerfunction':
       case 'unregisterfunction':

@@ -34,6 +34,7 @@ export type WorkerLimitKind =
   | 'frames_per_second'
   | 'queued_bytes'
   | 'listener_queued_bytes'
+  | 'listener_call_bytes'
   | 'auth_refused'
   | 'connections'
   | 'unauthenticated_connections'

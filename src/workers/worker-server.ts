@@ -25,6 +25,7 @@ import type { ListenerPolicy } from './worker-session.js';
 import { OPEN_AUTH, WorkerSession, authInput, parseAuthResult } from './worker-session.js';
 import { CHUNK_COST_BYTES, PartialFrameBudget } from './partial-frames.js';
 import { QueueBudget } from './queue-budget.js';
+import { CallBudget } from './call-budget.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
@@ -105,6 +106,8 @@ export class WorkerServer {
   private readonly partialFrames: PartialFrameBudget;
   /** What is queued towards this listener's workers (max_listener_queued_bytes). */
   private readonly queues: QueueBudget;
+  /** What the calls of this listener's workers hold while in flight (max_listener_call_bytes). */
+  private readonly calls: CallBudget;
 
   /** The connections this listener accepted (the hub holds those of every listener). */
   private readonly accepted = new Set<WorkerConnection>();
@@ -141,8 +144,9 @@ export class WorkerServer {
       },
     });
     this.queues = new QueueBudget(config.maxListenerQueuedBytes);
+    this.calls = new CallBudget(config.maxListenerCallBytes);
     this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
-    this.deps = { ...deps, listenerQueues: this.queues, onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
+    this.deps = { ...deps, listenerQueues: this.queues, listenerCalls: this.calls, onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
     // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
     // past the engine's default deadline.
     const headersTimeout = Math.min(config.handshakeTimeoutMs, deps.workerCallTimeoutMs + 1000);
@@ -190,6 +194,11 @@ export class WorkerServer {
   /** Bytes queued towards this listener's workers, as counted at their last sends (metrics). */
   get queuedBytes(): number {
     return this.queues.held;
+  }
+
+  /** Bytes the calls of this listener's workers hold while in flight (metrics). */
+  get callBytes(): number {
+    return this.calls.held;
   }
 
   /** Telemetry sockets connected (metrics). */

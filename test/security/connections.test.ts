@@ -7,7 +7,8 @@
 // max_connections sockets per process (503 TOO_MANY_CONNECTIONS at the upgrade), connections waiting
 // for an auth function at most max_unauthenticated_connections and are not read meanwhile, the
 // unfinished messages of a listener's sockets in a process are bounded by max_partial_frame_bytes,
-// and what is queued towards its workers that do not read by max_listener_queued_bytes.
+// what is queued towards its workers that do not read by max_listener_queued_bytes, and the payloads
+// of the calls its workers have in flight by max_listener_call_bytes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http } from '../support/http.js';
 import { logLines, waitUntil } from '../support/logs.js';
@@ -25,6 +26,8 @@ const RSS_BOUND_MB = 400;
 const PARTIAL_BUDGET = 32 * MiB;
 /** The tenant listener's max_listener_queued_bytes here (the default is max_queued_bytes, 64 MiB: more to send). */
 const LISTENER_QUEUE_BUDGET = 32 * MiB;
+/** The default max_listener_call_bytes: four times max_frame_bytes. */
+const CALL_BUDGET = 64 * MiB;
 
 describe('worker connections and their unfinished messages are bounded per process (issue 23, point 2)', () => {
   let engine: EngineHandle;
@@ -68,8 +71,11 @@ describe('worker connections and their unfinished messages are bounded per proce
     trusted.route('legit::big', 'GET', '/legit-big');
     trusted.serve('legit::big', () => ({ status_code: 200, body: { blob: 'L'.repeat(8 * MiB) } }));
     await trusted.sync();
-    // Both children know the routes and the auth function.
-    for (let i = 0; i < 4; i++) expect((await http(`${engine.httpUrl}/legit`)).status).toBe(200);
+    // Both children know the routes (the primary hands connections round: four in a row answer).
+    await waitUntil(async () => {
+      for (let i = 0; i < 4; i++) if ((await http(`${engine.httpUrl}/legit`)).status !== 200) return false;
+      return true;
+    }, 30_000, 'the legitimate route on every child');
   });
   afterAll(async () => {
     for (const ws of raw) ws.socket.destroy();
@@ -196,4 +202,62 @@ describe('worker connections and their unfinished messages are bounded per proce
     for (const sink of sinks) sink.ws.terminate();
     await Promise.all(requests);
   }, 120_000);
+});
+
+describe('the payloads of calls in flight are bounded per listener and process (issue 23, point 2)', () => {
+  // An engine of its own: what the tests above leave in the children's RSS does not count here.
+  let engine: EngineHandle;
+  let tenantUrl: string;
+  const pids = (): number[] => [engine.child.pid as number, ...childPids(engine.child.pid as number)];
+  const metric = async (pattern: RegExp): Promise<number> => Number(pattern.exec((await http(`${engine.adminUrl}/metrics`)).text)?.[1] ?? 0);
+
+  beforeAll(async () => {
+    const tenant = await freePort();
+    tenantUrl = `ws://127.0.0.1:${tenant}`;
+    engine = await startEngine({
+      logLevel: 'info',
+      cluster: { processes: 2 },
+      // The tenant may call its own functions (t::*).
+      modules: [{ name: 'iii-worker-manager', config: { host: '127.0.0.1', port: tenant, rbac: { expose_functions: ['match("t::*")'] } } }],
+    });
+  });
+  afterAll(async () => {
+    await engine?.stop();
+  });
+
+  it('the payloads of calls in flight are bounded per listener and process (max_listener_call_bytes): 30 calls of 15 MiB to a worker that never answers', async () => {
+    // Each call's payload stays in the calling process until it is answered; max_calls_in_flight
+    // (1,000) alone would let this connection hold 15 GB (60 such calls took a child to 924 MB).
+    const sink = await RawWorker.connect(tenantUrl);
+    sink.send({ type: 'registerfunction', id: 't::hold' });
+    await sink.sync();
+    const caller = await RawWorker.connect(tenantUrl);
+    for (let tries = 0; ; tries++) {
+      caller.send({ type: 'invokefunction', invocation_id: `probe-${tries}`, function_id: 't::hold', data: {} });
+      const answer = await Promise.race([caller.next((f) => f.invocation_id === `probe-${tries}`, 60_000), sink.next((f) => f.type === 'invokefunction', 60_000)]);
+      if (answer.type === 'invokefunction') break;
+      if (tries > 100) throw new Error('t::hold never reached');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const before = pids();
+    const peak = sampleRss(before, 100);
+    const blob = 'h'.repeat(15 * MiB);
+    for (let i = 0; i < 30; i++) caller.send({ type: 'invokefunction', invocation_id: `big-${i}`, function_id: 't::hold', data: { blob } });
+    caller.send({ type: 'ping' });
+    await caller.ofType('pong', 120_000);
+    const refused: Record<string, unknown>[] = [];
+    for (let i = 0; i < 30; i++) {
+      const answer = caller.frames.find((f) => f.invocation_id === `big-${i}`);
+      if (answer !== undefined) refused.push(answer);
+    }
+    const peaks = peak.stop();
+    for (const [pid, mb] of peaks) expect(mb, `process ${pid}`).toBeLessThan(RSS_BOUND_MB);
+    // At most 64 MiB of them in flight in the caller's process: 4 (one more if the probe's answer is still out).
+    expect(refused.length).toBeGreaterThanOrEqual(25);
+    for (const answer of refused) expect(answer).toMatchObject({ error: { code: 'too_many_calls', message: expect.stringContaining('max_listener_call_bytes') } });
+    expect(await metric(/^switchyard_worker_limit_hits_total\{reason="listener_call_bytes"\} (\d+)/m)).toBeGreaterThanOrEqual(refused.length);
+    expect(await metric(/^switchyard_worker_call_bytes (\d+)/m)).toBeLessThanOrEqual(CALL_BUDGET);
+    sink.ws.terminate();
+    await caller.close();
+  }, 180_000);
 });

@@ -56,6 +56,7 @@ const DEFAULTS: EngineConfig = {
     maxUnauthenticatedConnections: 64,
     maxPartialFrameBytes: 33554432,
     maxListenerQueuedBytes: 67108864,
+    maxListenerCallBytes: 67108864,
     maxChannelFrameBytes: 262144,
     maxChannelBufferBytes: 67108864,
     reconnectGraceMs: 5000,
@@ -232,6 +233,7 @@ describe('other modules', () => {
             max_unauthenticated_connections: 3,
             max_partial_frame_bytes: 2097152,
             max_listener_queued_bytes: 200000000,
+            max_listener_call_bytes: 4096,
             max_channels_per_worker: 8,
             max_channels: 32,
             max_channel_frame_bytes: 65536,
@@ -253,6 +255,7 @@ describe('other modules', () => {
       maxUnauthenticatedConnections: 3,
       maxPartialFrameBytes: 2097152,
       maxListenerQueuedBytes: 200000000,
+      maxListenerCallBytes: 4096,
       maxChannelFrameBytes: 65536,
       maxChannelBufferBytes: 4194304,
       authToken: 's3cret',
@@ -619,7 +622,7 @@ describe('the iii 0.22 workers: form', () => {
     });
   });
 
-  it('max_partial_frame_bytes and max_listener_queued_bytes: per listener, by default twice max_frame_bytes and max_queued_bytes; lower, refused', () => {
+  it('max_partial_frame_bytes, max_listener_queued_bytes and max_listener_call_bytes: per listener, by default twice max_frame_bytes, max_queued_bytes and four times max_frame_bytes; lower, refused', () => {
     const listeners = (main: Record<string, unknown>, extra: Record<string, unknown>) => ({
       workers: [
         { name: 'iii-worker-manager', config: { port: 49199, ...main } },
@@ -627,14 +630,16 @@ describe('the iii 0.22 workers: form', () => {
       ],
     });
     const defaults = parseConfig(listeners({}, { max_frame_bytes: 1048576, max_queued_bytes: 4194304 })).workers;
-    expect([defaults.maxPartialFrameBytes, defaults.maxListenerQueuedBytes]).toEqual([32 * 1024 * 1024, 64 * 1024 * 1024]);
-    expect([defaults.extraListeners[0]?.maxPartialFrameBytes, defaults.extraListeners[0]?.maxListenerQueuedBytes]).toEqual([2 * 1024 * 1024, 4 * 1024 * 1024]);
+    expect([defaults.maxPartialFrameBytes, defaults.maxListenerQueuedBytes, defaults.maxListenerCallBytes]).toEqual([32 * 1024 * 1024, 64 * 1024 * 1024, 64 * 1024 * 1024]);
+    const extra = defaults.extraListeners[0];
+    expect([extra?.maxPartialFrameBytes, extra?.maxListenerQueuedBytes, extra?.maxListenerCallBytes]).toEqual([2 * 1024 * 1024, 4 * 1024 * 1024, 4 * 1024 * 1024]);
     const set = parseConfig(listeners({}, { max_frame_bytes: 1048576, max_partial_frame_bytes: 2097152, max_queued_bytes: 65536, max_listener_queued_bytes: 65536 })).workers.extraListeners[0];
     expect([set?.maxPartialFrameBytes, set?.maxListenerQueuedBytes]).toEqual([2097152, 65536]);
-    expect(issuesOf(listeners({ max_partial_frame_bytes: 16777216 }, { max_frame_bytes: 1048576, max_partial_frame_bytes: 2097151, max_listener_queued_bytes: 65536 }))).toEqual([
+    expect(issuesOf(listeners({ max_partial_frame_bytes: 16777216 }, { max_frame_bytes: 1048576, max_partial_frame_bytes: 2097151, max_listener_queued_bytes: 65536, max_listener_call_bytes: 1048575 }))).toEqual([
       expect.objectContaining({ path: 'workers[0](iii-worker-manager).config.max_partial_frame_bytes', message: expect.stringContaining('twice max_frame_bytes') }),
       expect.objectContaining({ path: 'workers[1](iii-worker-manager).config.max_partial_frame_bytes', message: expect.stringContaining('twice max_frame_bytes') }),
       expect.objectContaining({ path: 'workers[1](iii-worker-manager).config.max_listener_queued_bytes', message: expect.stringContaining('at least max_queued_bytes') }),
+      expect.objectContaining({ path: 'workers[1](iii-worker-manager).config.max_listener_call_bytes', message: expect.stringContaining('at least max_frame_bytes') }),
     ]);
   });
 

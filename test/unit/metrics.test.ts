@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { EngineMetrics } from '../../src/observability/metrics.js';
 import { ModuleMetrics } from '../../src/modules/module-metrics.js';
 
-const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
 
 /** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
 async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
