@@ -50,6 +50,17 @@ const keysEqual = (a: string, b: string): boolean => {
 
 export type ClaimResult = { ok: true; channel: Channel } | { ok: false; reason: 'not_found' | 'in_use' };
 
+/** Makes a reserved channel when it is first needed (an HTTP request's RequestChannels makes both of its own). */
+export interface ChannelMaker {
+  makeChannel(id: string): Channel;
+}
+
+/** A reserved id's key and maker; the maker is dropped as the reservation ends (see `reserved`). */
+interface Reservation {
+  readonly key: string;
+  maker: ChannelMaker | undefined;
+}
+
 export interface CreateChannelOptions {
   bufferItems?: number;
   /** Bound on the bytes the writer may push (streamed request bodies). */
@@ -73,9 +84,17 @@ export class ChannelRegistry {
   private readonly channels = new Map<string, { channel: Channel; createdAt: number; expires: boolean }>();
   /**
    * Ids handed out with their key before their channel exists (an HTTP request's channels, which most
-   * workers never open): the first claim of one makes the channel, through its `materialise`.
+   * workers never open): the first claim of one makes the channel, through its maker.
+   *
+   * An entry's maker is cut before the entry is deleted: the maker holds the whole request (its
+   * response, headers, body). When V8 rehashes a Map whose table is in the old generation, the new
+   * table goes there too, and the table it replaces keeps pointing at every entry it held until the next
+   * full GC; an old-space object pointing at young ones keeps them through every scavenge. A Map that
+   * lives as long as the process and turns over two entries per request thus had each request's
+   * objects promoted to the old generation: 2.9 KB a request with the maker left on the entry, 0.9 KB
+   * with it cut, and four times as many full GCs (docs/performance.md, issue 26).
    */
-  private readonly reserved = new Map<string, { key: string; materialise: (id: string) => Channel }>();
+  private readonly reserved = new Map<string, Reservation>();
   private sequence = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
   /** What this process's channels hold together, bounded by `max_channel_buffer_bytes`. */
@@ -123,12 +142,12 @@ export class ChannelRegistry {
 
   /**
    * An id for a channel with `key` that is made only when an end of it is first claimed:
-   * `materialise(id)` then creates it (with `create(..., key, id)`) and attaches what the engine holds
-   * of it. Until then it costs a map entry. `release` drops it unclaimed.
+   * `maker.makeChannel(id)` then creates it (with `create(..., key, id)`) and attaches what the engine
+   * holds of it. Until then it costs a map entry. `release` drops it unclaimed.
    */
-  reserve(key: string, materialise: (id: string) => Channel): string {
+  reserve(key: string, maker: ChannelMaker): string {
     const id = this.nextId();
-    this.reserved.set(id, { key, materialise });
+    this.reserved.set(id, { key, maker });
     return id;
   }
 
@@ -136,12 +155,17 @@ export class ChannelRegistry {
   materialise(id: string): Channel | undefined {
     const entry = this.reserved.get(id);
     if (entry === undefined) return this.channels.get(id)?.channel;
+    const maker = entry.maker as ChannelMaker;
+    entry.maker = undefined;
     this.reserved.delete(id);
-    return entry.materialise(id);
+    return maker.makeChannel(id);
   }
 
   /** Drops a reservation never claimed: a later claim of its id finds nothing. */
   release(id: string): void {
+    const entry = this.reserved.get(id);
+    if (entry === undefined) return;
+    entry.maker = undefined;
     this.reserved.delete(id);
   }
 

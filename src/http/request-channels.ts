@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Channel } from '../channels/channel.js';
-import type { ChannelRegistry } from '../channels/channel-registry.js';
+import type { ChannelMaker, ChannelRegistry } from '../channels/channel-registry.js';
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import type { StreamEnd, StreamStart } from './response-stream.js';
 import { ResponseStream } from './response-stream.js';
@@ -44,7 +44,7 @@ type First = { from: 'outcome'; value: InvocationOutcome } | { from: 'stream'; s
  * existed from the start (the buffered body queued on `request_body`, the engine reading `response`).
  * A streamed upload's `request_body` is made at once: the upload is read into it as it arrives.
  */
-export class RequestChannels {
+export class RequestChannels implements ChannelMaker {
   private readonly key: string;
   private readonly requestBodyId: string;
   private readonly responseId: string;
@@ -70,8 +70,8 @@ export class RequestChannels {
   ) {
     // One key for both: whoever holds one ref of this request holds the other.
     this.key = randomUUID();
-    this.requestBodyId = registry.reserve(this.key, (id) => this.makeRequestBody(id));
-    this.responseId = registry.reserve(this.key, (id) => this.makeResponse(id));
+    this.requestBodyId = registry.reserve(this.key, this);
+    this.responseId = registry.reserve(this.key, this);
     if (source?.kind === 'streamed') {
       registry.materialise(this.requestBodyId);
     } else {
@@ -165,6 +165,11 @@ export class RequestChannels {
     return new Promise((resolve) => {
       this.onStreamMade = (stream) => void stream.started.then(resolve);
     });
+  }
+
+  /** The registry's call when a worker (or a streamed upload) first needs one of the two channels. */
+  makeChannel(id: string): Channel {
+    return id === this.requestBodyId ? this.makeRequestBody(id) : this.makeResponse(id);
   }
 
   private makeResponse(id: string): Channel {

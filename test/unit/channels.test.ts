@@ -257,9 +257,11 @@ describe('ChannelRegistry', () => {
   it('makes a reserved channel on the first claim with its key, and never after it was released', () => {
     const registry = new ChannelRegistry('p', silent);
     let made = 0;
-    const id = registry.reserve('k', (reservedId) => {
-      made++;
-      return registry.create({}, 'k', reservedId);
+    const id = registry.reserve('k', {
+      makeChannel: (reservedId) => {
+        made++;
+        return registry.create({}, 'k', reservedId);
+      },
     });
     expect(id.startsWith(`${registry.tag}-`)).toBe(true);
     expect(registry.size).toBe(1);
@@ -271,8 +273,10 @@ describe('ChannelRegistry', () => {
     expect(registry.claim(id, 'k', 'write').ok).toBe(true);
     expect(made).toBe(1);
     expect(registry.size).toBe(1);
-    const released = registry.reserve('k', () => {
-      throw new Error('released reservations are never made');
+    const released = registry.reserve('k', {
+      makeChannel: () => {
+        throw new Error('released reservations are never made');
+      },
     });
     registry.release(released);
     expect(registry.claim(released, 'k', 'read')).toEqual({ ok: false, reason: 'not_found' });
