@@ -1,12 +1,18 @@
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
 
+/**
+ * One invocation in flight. What it holds is let go once it is settled: the entries live in a Map as
+ * old as the connection, whose replaced backing tables (V8 keeps them in the old generation until a
+ * full GC) still point at entries deleted since. Through `settle`, an entry held the caller's promise
+ * and what it resolved with, which then outlived every scavenge (docs/performance.md, issue 26).
+ */
 interface Pending {
-  functionId: string;
+  readonly functionId: string;
   /** The streaming channels whose refs the call handed the worker (an HTTP handler's two). */
   channels: readonly string[] | undefined;
-  settle: (outcome: InvocationOutcome) => void;
-  timer: NodeJS.Timeout;
+  settle: ((outcome: InvocationOutcome) => void) | undefined;
+  timer: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -24,12 +30,14 @@ export class PendingInvocations {
     // Ids are engine-made uuids; a repeat would orphan the first promise, so it is a bug, loudly.
     if (this.entries.has(invocationId)) throw new Error(`invocation ${invocationId} is already pending`);
     return new Promise<InvocationOutcome>((resolve) => {
-      const timer = setTimeout(() => {
-        if (this.entries.delete(invocationId)) {
-          resolve(engineFailure('TIMEOUT', `function ${functionId} did not answer within ${Math.round(timeoutMs)} ms`));
+      const entry: Pending = { functionId, channels, settle: resolve, timer: undefined };
+      entry.timer = setTimeout(() => {
+        if (this.entries.get(invocationId) === entry) {
+          this.entries.delete(invocationId);
+          settle(entry, engineFailure('TIMEOUT', `function ${functionId} did not answer within ${Math.round(timeoutMs)} ms`));
         }
       }, timeoutMs);
-      this.entries.set(invocationId, { functionId, channels, settle: resolve, timer });
+      this.entries.set(invocationId, entry);
     });
   }
 
@@ -55,18 +63,28 @@ export class PendingInvocations {
     if (entry === undefined) return false;
     this.entries.delete(invocationId);
     clearTimeout(entry.timer);
-    entry.settle(outcome);
+    settle(entry, outcome);
     return true;
   }
 
   /** Settles every entry at once with the same outcome (disconnect, shutdown). */
   failAll(outcomeFor: (functionId: string) => InvocationOutcome): number {
     const count = this.entries.size;
-    for (const entry of this.entries.values()) {
-      clearTimeout(entry.timer);
-      entry.settle(outcomeFor(entry.functionId));
-    }
+    const entries = [...this.entries.values()];
     this.entries.clear();
+    for (const entry of entries) {
+      clearTimeout(entry.timer);
+      settle(entry, outcomeFor(entry.functionId));
+    }
     return count;
   }
+}
+
+/** Settles an entry once and lets go of what it held. */
+function settle(entry: Pending, outcome: InvocationOutcome): void {
+  const done = entry.settle;
+  entry.settle = undefined;
+  entry.timer = undefined;
+  entry.channels = undefined;
+  done?.(outcome);
 }
