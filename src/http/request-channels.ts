@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Channel } from '../channels/channel.js';
@@ -6,6 +5,7 @@ import type { ChannelMaker, ChannelRegistry } from '../channels/channel-registry
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import type { StreamEnd, StreamStart } from './response-stream.js';
 import { ResponseStream } from './response-stream.js';
+import { randomUuid } from '../random-ids.js';
 
 /**
  * The two channels iii gives every HTTP handler (docs/streaming.md): `request_body`, which the engine
@@ -69,7 +69,7 @@ export class RequestChannels implements ChannelMaker {
     private readonly maxStreamedBytes: number,
   ) {
     // One key for both: whoever holds one ref of this request holds the other.
-    this.key = randomUUID();
+    this.key = randomUuid();
     this.requestBodyId = registry.reserve(this.key, this);
     this.responseId = registry.reserve(this.key, this);
     if (source?.kind === 'streamed') {

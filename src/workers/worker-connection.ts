@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import WebSocket from 'ws';
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import { randomUuid } from '../random-ids.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import { toJson } from '../invocation/raw-json.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
@@ -215,7 +216,7 @@ export class WorkerConnection implements HubMember {
     timeoutMs: number,
     trace?: { traceparent?: string; baggage?: string; metadata?: unknown; channels?: readonly string[] },
   ): Promise<InvocationOutcome> {
-    const invocationId = randomUUID();
+    const invocationId = randomUuid();
     const httpTarget = this.functions.get(functionId)?.invocation;
     if (httpTarget !== undefined && this.deps.httpFunctions !== undefined) {
       return this.deps.httpFunctions.call(functionId, httpTarget, data, timeoutMs, invocationId);
