@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FramingGuard } from '../../src/http/framing-guard.js';
+import { ReferenceFramingGuard } from '../support/framing-guard-reference.js';
 
 const scanAll = (text: string, splitAt: number[] = []): ReturnType<FramingGuard['scan']>[] => {
   const guard = new FramingGuard();
@@ -108,5 +109,59 @@ describe('FramingGuard', () => {
     for (const body of ['-1\r\n\r\n', '3\r\nabcd\r\n0\r\n\r\n', '0\r\nbad trailer\r\n\r\n', `3;${'e'.repeat(2000)}\r\n`]) {
       expect(scanAll(`${GET}POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${body}`)[0], body).toMatchObject({ ok: false, offset: GET.length });
     }
+  });
+
+  // Issue 26: heads are read byte by byte now. The text reading it replaced is the reference: both
+  // must give the same verdict (offset, reason, code) for every stream, however it is cut.
+  describe('reads heads as its text reading did', () => {
+    const pick = <T>(values: readonly T[]) => fc.constantFrom(...values);
+    // Each part of the request line mostly valid, so that one odd part at a time is common.
+    const requestLine = fc
+      .tuple(
+        pick(['GET', 'GET', 'POST', 'CONNECT', 'get', 'G\tT', '', 'GE T', 'G\xe9T', 'G(T']),
+        pick([' ', ' ', ' ', '  ', '\t']),
+        pick(['/a', '/a', '/', 'h:80', '', '/a b', '/\x7f', '/\xe9', '/\r', '/\x00']),
+        pick([' ', ' ', ' ', '  ', '\t']),
+        pick(['HTTP/1.1', 'HTTP/1.1', 'HTTP/1.0', 'HTTP/2.0', 'HTTP/1.1 ', 'http/1.1', 'HTTP/1.10', 'HTTP/1.', 'XTTP/1.1', 'HTTP/1.2', 'HTTP/11.1', 'HTTP/1.1x']),
+      )
+      .map((parts) => parts.join(''));
+    const name = pick(['Host', 'host', 'HOST', 'Transfer-Encoding', 'transfer-encoding', 'TRANSFER-ENCODING', 'Content-Length', 'content-length', 'Upgrade', 'Connection', 'X-A', 'X A', '', ' folded', 'Hos', 'Hostx', 'Content-Lengt\xe9']);
+    const value = pick([
+      ' x', '', ' chunked', 'chunked', '  chunked', ' CHUNKED', ' identity, chunked', '\tchunked', ' chunked ', ' chunke', ' chunkedx',
+      ' 5', '5', ' 0', ' 000000000000003', ' 1000000000000000', ' 123456789012345', ' 1, 1', ' \xa05\xa0', ' 5\t', ' +5', ' -1', ' 5 5', ' ',
+      ' keep-alive, Upgrade', ' UPGRADE', ' upgrade\xa0', ' close', ' a\rb', ' \x00', ' \xe9', ' websocket', ':', ' a:b',
+    ]);
+    const headerLine = fc.oneof({ weight: 5, arbitrary: fc.tuple(name, value).map(([n, v]) => `${n}:${v}`) }, { weight: 1, arbitrary: fc.string({ maxLength: 12, unit: fc.integer({ min: 0, max: 255 }).map((c) => String.fromCharCode(c)) }) });
+    const body = pick(['', 'hello', '3\r\nabc\r\n0\r\n\r\n', '0\r\n\r\n', '0\r\nT: t\r\n\r\n', 'zz\r\n', 'x']);
+    const request = fc.tuple(fc.boolean(), requestLine, fc.array(headerLine, { maxLength: 6 }), body).map(([padded, line, headers, rest]) => `${padded ? '\r\n' : ''}${[line, ...headers].join('\r\n')}\r\n\r\n${rest}`);
+    const scanWith = (guard: { scan(chunk: Buffer): unknown }, bytes: Buffer, cuts: number[]): unknown[] => {
+      const at = [0, ...cuts.filter((n) => n > 0 && n < bytes.length).sort((a, b) => a - b), bytes.length];
+      const verdicts: unknown[] = [];
+      for (let i = 0; i + 1 < at.length; i++) {
+        const verdict = guard.scan(bytes.subarray(at[i], at[i + 1])) as { ok: boolean };
+        verdicts.push(verdict);
+        // The server stops feeding a refused connection.
+        if (!verdict.ok) break;
+      }
+      return verdicts;
+    };
+
+    it('on generated streams of requests, valid and not, cut anywhere', () => {
+      fc.assert(
+        fc.property(fc.array(request, { minLength: 1, maxLength: 4 }), fc.array(fc.integer({ min: 1, max: 600 }), { maxLength: 4 }), (requests, cuts) => {
+          const bytes = Buffer.from(requests.join(''), 'latin1');
+          expect(scanWith(new FramingGuard(), bytes, cuts)).toEqual(scanWith(new ReferenceFramingGuard(), bytes, cuts));
+        }),
+        { numRuns: 3000 },
+      );
+    });
+
+    it('on the cases above', () => {
+      const streams = [`\r\n${GET}${CHUNKED}${SIZED}${GET}`, 'GET / HTTP/1.1\r\n\r\n', 'GET / HTTP/1.0\r\n\r\n', `GET / HTTP/1.1\r\nHost: x\r\nX: ${'a'.repeat(20_000)}`];
+      for (const text of streams) {
+        const bytes = Buffer.from(text, 'latin1');
+        expect(scanWith(new FramingGuard(), bytes, [])).toEqual(scanWith(new ReferenceFramingGuard(), bytes, []));
+      }
+    });
   });
 });
