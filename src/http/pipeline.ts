@@ -279,14 +279,17 @@ export class HttpPipeline {
     return false;
   }
 
-  /** Calls the handler with its request_body and response channels, when this engine has channels. */
-  private async invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest, metadata: Record<string, unknown> | undefined): Promise<HandlerAnswer> {
+  /**
+   * Calls the handler with its request_body and response channels, when this engine has channels. Not
+   * an async function: it returns the channels' answer itself, without a promise around it.
+   */
+  private invokeHandler(state: RequestState, functionId: string, apiRequest: ApiRequest, metadata: Record<string, unknown> | undefined): Promise<HandlerAnswer> {
     const registry = this.deps.channels;
     const span = state.requestTrace.invocation(functionId, 'handler');
     // The trigger's metadata goes to the handler only, not to middleware or the condition (iii's views.rs).
     const options = spanOptions(span, { deadline: state.deadline, requestId: state.requestId, trace: state.trace, ...(metadata === undefined ? {} : { metadata }) });
     if (registry === undefined) {
-      return { kind: 'outcome', outcome: await endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)) };
+      return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)).then((outcome) => ({ kind: 'outcome', outcome }));
     }
     const headOnly = state.req.method === 'HEAD';
     const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes);

@@ -36,8 +36,6 @@ export const RESPONSE_ATTACH_GRACE_MS = 2000;
 /** The writer control of a body already in memory: nothing to pause, resume or abort. */
 const BUFFERED_BODY = Object.freeze({ pause: () => undefined, resume: () => undefined, abort: () => undefined });
 
-type First = { from: 'outcome'; value: InvocationOutcome } | { from: 'stream'; start: StreamStart };
-
 /**
  * Both channels are reserved, not made (channel-registry.ts): most handlers never open them, and iii's
  * wire needs only their ids and key. A worker's claim of either makes it then, wired as if it had
@@ -53,6 +51,10 @@ export class RequestChannels implements ChannelMaker {
   private stream: ResponseStream | undefined;
   /** Who waits for the response stream to start while the response channel is not made yet. */
   private onStreamMade: ((stream: ResponseStream) => void) | undefined;
+  /** Settles what `answer` returned; set while the handler's outcome and its stream race. */
+  private settleAnswer: ((answer: HandlerAnswer | Promise<HandlerAnswer>) => void) | undefined;
+  private outcome: Promise<InvocationOutcome> | undefined;
+  private deadline = 0;
   /** Buffered body bytes counted against the channel budget while `request_body` is only reserved. */
   private reservedBytes = 0;
   private closed = false;
@@ -107,38 +109,65 @@ export class RequestChannels implements ChannelMaker {
   /**
    * Races the handler's outcome against its response channel (docs/streaming.md#which-wins): a body
    * on the channel wins; a non-empty result wins; a result of nothing waits for the channel.
+   *
+   * One promise, settled by whichever comes first, and the rest decided in the callbacks: it runs for
+   * every HTTP request, and an async race (a promise per contender, an object per result, an await
+   * per step) showed in the engine's allocation profile (docs/performance.md, issue 26).
    */
-  async answer(outcome: Promise<InvocationOutcome>, deadline: number): Promise<HandlerAnswer> {
-    const first = await new Promise<First>((resolve) => {
-      void outcome.then((value) => resolve({ from: 'outcome', value }));
-      const raceStream = (stream: ResponseStream): void => void stream.started.then((start) => resolve({ from: 'stream', start }));
-      if (this.stream !== undefined) raceStream(this.stream);
-      else this.onStreamMade = raceStream;
+  answer(outcome: Promise<InvocationOutcome>, deadline: number): Promise<HandlerAnswer> {
+    this.outcome = outcome;
+    this.deadline = deadline;
+    const answered = new Promise<HandlerAnswer>((resolve) => {
+      this.settleAnswer = resolve;
     });
-    this.onStreamMade = undefined;
-    if (first.from === 'stream') {
-      const { start } = first;
-      if (start.kind === 'streaming') return this.streaming(outcome);
+    void outcome.then(this.outcomeArrived);
+    if (this.stream !== undefined) this.raceStream(this.stream);
+    return answered;
+  }
+
+  /** The handler's outcome, if it comes before a stream starts. */
+  private readonly outcomeArrived = (result: InvocationOutcome): void => {
+    const settle = this.settleAnswer;
+    if (settle === undefined) return;
+    this.settleAnswer = undefined;
+    if (!result.ok || (result.value !== undefined && result.value !== null)) {
+      this.close('handler answered');
+      settle({ kind: 'outcome', outcome: result });
+      return;
+    }
+    settle(this.afterNothing(result));
+  };
+
+  /** A made response channel's stream joins the race while it is open. */
+  private raceStream(stream: ResponseStream): void {
+    void stream.started.then((start) => {
+      const settle = this.settleAnswer;
+      if (settle === undefined) return;
+      this.settleAnswer = undefined;
+      const outcome = this.outcome as Promise<InvocationOutcome>;
+      if (start.kind === 'streaming') {
+        settle(this.streaming(outcome));
+        return;
+      }
       if (start.kind === 'empty') {
         this.close('response sent');
-        return { kind: 'empty', status: start.status, headers: start.headers };
+        settle({ kind: 'empty', status: start.status, headers: start.headers });
+        return;
       }
       // The worker's socket died before any body: its handler's outcome says what happened. The
       // request is over for its channels too (the request_body channel would otherwise stay held).
       this.close('response channel lost');
-      return { kind: 'outcome', outcome: await outcome };
-    }
-    const result = first.value;
-    if (!result.ok || (result.value !== undefined && result.value !== null)) {
-      this.close('handler answered');
-      return { kind: 'outcome', outcome: result };
-    }
-    // Nothing returned: the answer is on the response channel, if the worker opened it.
+      settle(outcome.then((value) => ({ kind: 'outcome', outcome: value })));
+    });
+  }
+
+  /** The handler returned nothing: the answer is on the response channel, if the worker opened it. */
+  private async afterNothing(result: InvocationOutcome): Promise<HandlerAnswer> {
     const claimed = this.response !== undefined && this.response.isClaimed('write');
-    const waitMs = Math.min(deadline - performance.now(), claimed ? Number.POSITIVE_INFINITY : RESPONSE_ATTACH_GRACE_MS);
+    const waitMs = Math.min(this.deadline - performance.now(), claimed ? Number.POSITIVE_INFINITY : RESPONSE_ATTACH_GRACE_MS);
     const start = await within(this.streamStarted(), waitMs);
     this.onStreamMade = undefined;
-    if (start !== undefined && start.kind === 'streaming') return this.streaming(outcome);
+    if (start !== undefined && start.kind === 'streaming') return this.streaming(this.outcome as Promise<InvocationOutcome>);
     if (start !== undefined && start.kind === 'empty') {
       this.close('response sent');
       return { kind: 'empty', status: start.status, headers: start.headers };
@@ -179,6 +208,7 @@ export class RequestChannels implements ChannelMaker {
     if (feedback !== undefined) stream.bind(feedback);
     this.response = response;
     this.stream = stream;
+    if (this.settleAnswer !== undefined) this.raceStream(stream);
     this.onStreamMade?.(stream);
     return response;
   }
