@@ -15,8 +15,10 @@ export const againstLocal = args.includes('--against-local');
 export const selected = (name: string): boolean => only === undefined || name.toLowerCase().includes(only);
 
 // Five short rounds rather than three long ones: this machine drifts over tens of seconds, and
-// more alternations cancel more of it (same total time per subject).
-export const RUNS = smoke ? 1 : 5;
+// more alternations cancel more of it (same total time per subject). `--rounds N` asks for more, for
+// an A/B (`--against`) whose effect is smaller than the spread of five.
+const roundsAt = args.indexOf('--rounds');
+export const RUNS = roundsAt !== -1 ? Math.max(1, Number(args[roundsAt + 1])) : smoke ? 1 : 5;
 export const CONNECTIONS = smoke ? 16 : 64;
 export const DURATION_MS = smoke ? 500 : 3000;
 export const WARMUP_MS = smoke ? 250 : 1000;
