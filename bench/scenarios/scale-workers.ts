@@ -39,11 +39,23 @@ async function scaleWorkersRows(): Promise<ScaleRow[]> {
         until('the last worker route', 30_000, async () => ((await probe(client, `/many/${SCALE_WORKERS - 1}`)).status === 200 ? true : undefined), 5),
       ),
     );
-    const servableMs = performance.now() - started;
+    let servableMs = performance.now() - started;
+    // Then every route on every process. Routes registered on different children reach each other in
+    // no set order, so one that does not answer yet is waited for (to the deadline) and counted late.
+    const deadline = started + 30_000;
     let ok = 0;
+    let late = 0;
     await Promise.all(
       [...clients.values()].map(async (client) => {
-        for (let i = 0; i < SCALE_WORKERS; i++) if ((await probe(client, `/many/${i}`)).status === 200) ok++;
+        for (let i = 0; i < SCALE_WORKERS; i++) {
+          const answers = async (): Promise<true | undefined> => ((await probe(client, `/many/${i}`)).status === 200 ? true : undefined);
+          if (await answers()) ok++;
+          else if (await until(`/many/${i}`, Math.max(0, deadline - performance.now()), answers, 5).catch(() => false)) {
+            ok++;
+            late++;
+            servableMs = Math.max(servableMs, performance.now() - started);
+          }
+        }
       }),
     );
     await Promise.all([...clients.values()].map((c) => c.close()));
@@ -58,7 +70,7 @@ async function scaleWorkersRows(): Promise<ScaleRow[]> {
       {
         check: `(c) ${int(SCALE_WORKERS)} connected raw workers, one route each (processes 2)`,
         result:
-          `${ok}/${expected} route probes answer 200 (${clients.size} processes); ${status.connectedWorkers} workers connected; ` +
+          `${ok}/${expected} route probes answer 200 (${clients.size} processes; ${late} only after the last route did); ${status.connectedWorkers} workers connected; ` +
           `all registered in ${int(registeredMs)} ms, servable everywhere in ${int(servableMs)} ms; ` +
           `plain GET before → with them (median of ${smoke ? 1 : 3} runs): ${int(before.rps)} → ${int(during.rps)} req/s, p99 ${ms(before.p99Ms)} → ${ms(during.p99Ms)} ms (×${p99Ratio.toFixed(2)}), errors ${before.errors + during.errors}; ` +
           `max child RSS ${rssBeforeLoad.toFixed(0)} MB before, ${rssIdle.toFixed(0)} MB idle with them, ${rssLoad.toFixed(0)} MB under load`,
