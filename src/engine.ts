@@ -130,7 +130,7 @@ export class Engine {
       this.membership?.localChanged();
     });
     this.table.onChange((state) =>
-      logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size }, 'table rebuilt'),
+      logger.debug({ tableVersion: state.version, routes: state.router.size, middleware: state.middleware.ordered.length, functions: state.functionOwners.size, work: state.work }, 'table rebuilt'),
     );
     // Workers' log records name their worker by the trace the engine sent it (observability/trace-owners.ts).
     this.traceOwners = printsWorkerLogs(config.observability) ? new RecentTraceOwners() : undefined;

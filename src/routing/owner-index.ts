@@ -43,11 +43,10 @@ function push<K, V>(map: Map<K, V[]> | ChurnMap<K, V[]>, key: K, value: V): void
   else list.push(value);
 }
 
+/** Removes one occurrence of `value`, which the list holds (a record of the snapshot indexed before). */
 function pull<K, V>(map: ChurnMap<K, V[]>, key: K, value: V): void {
-  const list = map.get(key);
-  const at = list?.indexOf(value) ?? -1;
-  if (list === undefined || at < 0) return;
-  list.splice(at, 1);
+  const list = map.get(key) as V[];
+  list.splice(list.indexOf(value), 1);
   if (list.length === 0) map.delete(key);
 }
 
@@ -134,8 +133,7 @@ export class OwnerIndex {
       after,
       (trigger) => {
         if (isMiddleware(trigger)) {
-          const at = this.liveMiddleware.indexOf(trigger);
-          if (at >= 0) this.liveMiddleware.splice(at, 1);
+          this.liveMiddleware.splice(this.liveMiddleware.indexOf(trigger), 1);
           touched.middleware = true;
           return;
         }

@@ -4,7 +4,7 @@ import { MiddlewareIndex } from './middleware-index.js';
 import type { PathPattern } from './path-pattern.js';
 import type { HttpTrigger, MiddlewareTrigger, Touched } from './owner-index.js';
 import { OwnerIndex, nothingTouched, routeKey } from './owner-index.js';
-import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint } from './registrations.js';
+import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint, TriggerRecord } from './registrations.js';
 import { compareRegistration } from './registrations.js';
 import { MAIN_PRINCIPAL, isRestricted } from './principal.js';
 import { Router } from './router.js';
@@ -83,6 +83,19 @@ export interface RoutingState {
   changedOwners: ReadonlySet<string>;
   /** Route patterns (`pattern.source`) this build removed from the table and no other route still has (request metrics). */
   routesLeft: readonly string[];
+  /** What this build did: it follows the change, not the table's size (docs/scale.md). */
+  work: TableWork;
+}
+
+/** The work of one build (RoutingState.work): owners re-indexed, route keys and functions decided again, awaited checks, router updates. */
+export interface TableWork {
+  owners: number;
+  routeKeys: number;
+  functions: number;
+  awaited: number;
+  routerUpdates: number;
+  /** The middleware list was derived again (a new index only if it differs). */
+  middleware: boolean;
 }
 
 /** The local process's registrations, pulled only when the table rebuilds. */
@@ -101,9 +114,7 @@ const byRank = (a: OwnerIndex, b: OwnerIndex): number => a.rank - b.rank;
 /** The owners of a key or function in table order (the order the snapshots are merged in). */
 function ranked(owners: ReadonlySet<OwnerIndex> | undefined): OwnerIndex[] {
   if (owners === undefined) return [];
-  const list = [...owners];
-  if (list.length > 1) list.sort(byRank);
-  return list;
+  return [...owners].sort(byRank);
 }
 
 function addMember<K, V>(map: ChurnMap<K, Set<V>>, key: K, value: V): void {
@@ -167,7 +178,7 @@ export class RouteTable {
   private readonly router: Router<HttpRoute>;
   private middleware: MiddlewareIndex;
   /** The (trigger, owner) list the middleware index was built from. */
-  private middlewareFrom: readonly (readonly [MiddlewareTrigger, string])[] = [];
+  private middlewareFrom: readonly MiddlewareFrom[] = [];
 
   /**
    * `configMiddleware` (RestApiModule `middleware`) applies to every route; it sorts before
@@ -265,43 +276,61 @@ export class RouteTable {
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * What the merge holds: owners indexed, route keys and function ids some owner holds, and those with
+   * refused registrations. Nothing of a key or function no owner holds stays (tests and debugging).
+   */
+  sizes(): { owners: number; routeKeys: number; functions: number; conflicted: number } {
+    return {
+      owners: this.indexes.size + (this.localIndex === undefined ? 0 : 1),
+      routeKeys: this.keyOwners.size,
+      functions: this.functionHolders.size,
+      conflicted: this.functionConflicts.size + this.routeConflicts.size,
+    };
+  }
+
   private build(): RoutingState {
     const touched = nothingTouched();
+    const work: TableWork = { owners: 0, routeKeys: 0, functions: 0, awaited: 0, routerUpdates: 0, middleware: false };
     const unrouted = new Set<string>();
-    for (const ownerId of this.changedOwners) this.reindexRemote(ownerId, touched);
+    const changedOwners = this.changedOwners;
+    this.changedOwners = new Set();
+    for (const ownerId of changedOwners) this.reindexRemote(ownerId, touched, work);
     if (this.local !== undefined) {
       const ownerId = this.local.ownerId;
       if (this.localIndex?.ownerId !== ownerId) {
-        if (this.localIndex !== undefined) this.reindex(this.localIndex, undefined, touched);
+        if (this.localIndex !== undefined) this.reindex(this.localIndex, undefined, touched, work);
         this.localIndex = new OwnerIndex(ownerId, LOCAL_RANK);
       }
-      this.reindex(this.localIndex, this.local.snapshot(), touched);
+      this.reindex(this.localIndex, this.local.snapshot(), touched, work);
     }
 
     // Functions first: a route key's awaited functions read their liveness.
     const awaitedDirty = new Set(touched.departedFunctions);
-    const livenessChanged: string[] = [];
+    const livenessChanged = new Set<string>();
     for (const id of touched.functions) {
       const wasLive = this.functionOwners.has(id);
       this.recomputeFunction(id);
+      work.functions++;
       awaitedDirty.add(id);
-      if (this.functionOwners.has(id) !== wasLive) livenessChanged.push(id);
+      if (this.functionOwners.has(id) !== wasLive) livenessChanged.add(id);
     }
-    for (const key of touched.keys) this.recomputeKey(key, awaitedDirty, unrouted);
+    for (const key of touched.keys) this.recomputeKey(key, awaitedDirty, unrouted, work);
     // A function that became live (or not) changes whether departed bindings its routes took over are still awaited.
     for (const id of livenessChanged) {
       for (const key of this.winnerKeys.get(id) ?? []) this.departedFunctionsOf(key, awaitedDirty);
     }
     let awaitedChanged = false;
-    for (const id of awaitedDirty) if (this.recomputeAwaited(id)) awaitedChanged = true;
-    if (touched.middleware || awaitedChanged) this.recomputeMiddleware();
+    for (const id of awaitedDirty) {
+      work.awaited++;
+      if (this.recomputeAwaited(id)) awaitedChanged = true;
+    }
+    if (touched.middleware || awaitedChanged) {
+      work.middleware = true;
+      this.recomputeMiddleware();
+    }
 
     this.buildCount++;
-    let changedOwners: ReadonlySet<string> = NO_OWNERS;
-    if (this.changedOwners.size > 0) {
-      changedOwners = this.changedOwners;
-      this.changedOwners = new Set();
-    }
     const conflicts: RegistrationConflict[] = [];
     for (const list of this.functionConflicts.values()) conflicts.push(...list);
     for (const list of this.routeConflicts.values()) conflicts.push(...list);
@@ -322,31 +351,34 @@ export class RouteTable {
       conflicts,
       changedOwners,
       routesLeft,
+      work,
     };
   }
 
-  /** A remote owner changed: its index follows its snapshot (a re-added owner sorts last, as new). */
-  private reindexRemote(ownerId: string, touched: Touched): void {
+  /** A remote owner changed: its index follows its snapshot (one removed, or removed and back, starts over: it sorts last, as new). */
+  private reindexRemote(ownerId: string, touched: Touched, work: TableWork): void {
     let index = this.indexes.get(ownerId);
-    const snapshot = this.remote.get(ownerId);
     const rank = this.ranks.get(ownerId);
-    if (index !== undefined && (snapshot === undefined || index.rank !== rank)) {
-      this.reindex(index, undefined, touched);
+    if (index !== undefined && index.rank !== rank) {
+      this.reindex(index, undefined, touched, work);
       this.indexes.delete(ownerId);
       index = undefined;
     }
-    if (snapshot === undefined || rank === undefined) return;
+    const snapshot = this.remote.get(ownerId);
+    if (snapshot === undefined) return;
     if (index === undefined) {
-      index = new OwnerIndex(ownerId, rank);
+      // Held snapshots always have a rank (applySnapshot gives it, removeOwner takes both away).
+      index = new OwnerIndex(ownerId, rank as number);
       this.indexes.set(ownerId, index);
     }
-    this.reindex(index, snapshot, touched);
+    this.reindex(index, snapshot, touched, work);
   }
 
   /** Re-indexes one owner and keeps the key and function memberships in step. */
-  private reindex(index: OwnerIndex, snapshot: OwnerSnapshot | undefined, touched: Touched): void {
+  private reindex(index: OwnerIndex, snapshot: OwnerSnapshot | undefined, touched: Touched, work: TableWork): void {
     const own = nothingTouched();
     index.update(snapshot, own);
+    work.owners++;
     for (const key of own.keys) {
       if (index.hasKey(key)) addMember(this.keyOwners, key, index);
       else removeMember(this.keyOwners, key, index);
@@ -379,23 +411,17 @@ export class RouteTable {
    */
   private recomputeFunction(id: string): void {
     const owners = ranked(this.functionHolders.get(id));
-    let held: { principal: string; at: number; ownerId: string; workerId: string } | undefined;
-    const claim = (principal: string, at: number, ownerId: string, workerId: string): void => {
-      if (held === undefined || at < held.at || (at === held.at && (ownerId < held.ownerId || (ownerId === held.ownerId && workerId < held.workerId)))) {
-        held = { principal, at, ownerId, workerId };
-      }
-    };
-    for (const owner of owners) {
-      // Registered no earlier than its worker connected.
-      for (const gone of owner.claims.get(id) ?? []) claim(gone.principal ?? MAIN_PRINCIPAL, gone.since ?? 0, owner.ownerId, gone.workerId);
-      for (const fn of owner.functions.get(id) ?? []) claim(fn.principal ?? MAIN_PRINCIPAL, fn.registeredAt ?? 0, owner.ownerId, fn.workerId);
-    }
+    // Undefined when no owner holds it any more: then there is nothing to go through below.
+    const holder = holderOf(id, owners);
+    const principal = holder?.principal;
+    const holderOwnerId = holder?.ownerId as string;
+    this.functionConflicts.delete(id);
     const servedBy: string[] = [];
     const conflicts: RegistrationConflict[] = [];
     let metadata: { value: Record<string, unknown> } | undefined;
     for (const owner of owners) {
       for (const fn of owner.functions.get(id) ?? []) {
-        if ((fn.principal ?? MAIN_PRINCIPAL) === held?.principal) {
+        if ((fn.principal ?? MAIN_PRINCIPAL) === principal) {
           if (fn.metadata !== undefined) metadata ??= { value: fn.metadata };
           if (!servedBy.includes(owner.ownerId)) servedBy.push(owner.ownerId);
           continue;
@@ -405,7 +431,7 @@ export class RouteTable {
           ownerId: owner.ownerId,
           workerId: fn.workerId,
           id,
-          holderOwnerId: held?.ownerId ?? owner.ownerId,
+          holderOwnerId,
           samePrincipal: false,
           reason: `function ${id} is registered by another principal already`,
         });
@@ -413,34 +439,38 @@ export class RouteTable {
     }
     setOrDelete(this.functionOwners, id, servedBy.length > 0 ? servedBy : undefined);
     setOrDelete(this.functionMetadata, id, metadata?.value);
-    setOrDelete(this.functionConflicts, id, conflicts.length > 0 ? conflicts : undefined);
+    if (conflicts.length > 0) this.functionConflicts.set(id, conflicts);
   }
 
   /** The binding that holds a route key now (routeHolder), and the router and awaited functions in step with it. */
-  private recomputeKey(key: string, awaitedDirty: Set<string>, unrouted: Set<string>): void {
+  private recomputeKey(key: string, awaitedDirty: Set<string>, unrouted: Set<string>, work: TableWork): void {
+    work.routeKeys++;
     const owners = ranked(this.keyOwners.get(key));
     const group: Candidate[] = [];
     for (const owner of owners) for (const trigger of owner.live.get(key) ?? []) group.push({ trigger, ownerId: owner.ownerId, departed: false });
     for (const owner of owners) for (const trigger of owner.departed.get(key) ?? []) group.push({ trigger, ownerId: owner.ownerId, departed: true });
     const conflicts: RegistrationConflict[] = [];
     const winner = group.length === 0 ? undefined : routeHolder(group, conflicts);
-    setOrDelete(this.routeConflicts, key, conflicts.length > 0 ? conflicts : undefined);
-    const before = this.winners.get(key);
-    if (before?.trigger === winner?.trigger && before?.ownerId === winner?.ownerId) return;
+    this.routeConflicts.delete(key);
+    if (conflicts.length > 0) this.routeConflicts.set(key, conflicts);
+    // A binding is one owner's record: the same record is the same binding of the same owner.
+    if (this.winners.get(key)?.trigger === winner?.trigger) return;
     const previous = this.routesByKey.get(key);
-    if (before !== undefined && previous !== undefined) {
-      removeMember(this.winnerKeys, before.trigger.functionId, key);
+    if (previous !== undefined) {
+      removeMember(this.winnerKeys, previous.functionId, key);
       this.winners.delete(key);
       this.routesByKey.delete(key);
-      if (winner === undefined) this.router.delete(previous.method, previous.pattern);
-      const left = (this.sources.get(previous.pattern.source) ?? 1) - 1;
+      const left = (this.sources.get(previous.pattern.source) as number) - 1;
       if (left > 0) this.sources.set(previous.pattern.source, left);
       else {
         this.sources.delete(previous.pattern.source);
         unrouted.add(previous.pattern.source);
       }
     }
-    if (winner !== undefined) {
+    work.routerUpdates++;
+    if (winner === undefined) {
+      this.router.delete((previous as HttpRoute).method, (previous as HttpRoute).pattern);
+    } else {
       const route = routeOf(winner);
       addMember(this.winnerKeys, winner.trigger.functionId, key);
       this.winners.set(key, winner);
@@ -452,38 +482,37 @@ export class RouteTable {
     for (const candidate of group) if (candidate.departed) awaitedDirty.add(candidate.trigger.functionId);
   }
 
-  /** The functions of the departed bindings of a route key. */
+  /** The functions of the departed bindings of a route key (one some binding holds). */
   private departedFunctionsOf(key: string, out: Set<string>): void {
-    for (const owner of this.keyOwners.get(key) ?? []) for (const trigger of owner.departed.get(key) ?? []) out.add(trigger.functionId);
+    for (const owner of this.keyOwners.get(key) as Set<OwnerIndex>) for (const trigger of owner.departed.get(key) ?? []) out.add(trigger.functionId);
   }
 
   /**
-   * A function is awaited while a departed worker claims it and no connected one serves it — unless
-   * every trigger of its departed workers was a route binding now held by a live binding: then nothing
-   * should wait for it (a call still routed to it fails at once). Returns whether that changed.
+   * A function is awaited while nothing serves it but a departed worker claims it — a function held
+   * and not served is held by such a claim (a registration holding it would serve it) — unless every
+   * trigger of its departed workers was a route binding now held by a live binding: then nothing should
+   * wait for it (a call still routed to it fails at once). Returns whether that changed.
    */
   private recomputeAwaited(id: string): boolean {
-    let awaited = false;
-    if (!this.functionOwners.has(id)) {
-      for (const owner of this.functionHolders.get(id) ?? []) if (owner.claims.has(id)) awaited = true;
-    }
-    if (awaited) {
-      let supersededBy = false;
-      let needed = false;
-      for (const owner of this.departedTriggerOwners.get(id) ?? []) {
-        for (const trigger of owner.departedTriggers.get(id) ?? []) {
-          const winner = trigger.type === 'http' ? this.winners.get(routeKey(trigger)) : undefined;
-          // A live winner is another binding: this trigger's own function is awaited, so not live.
-          if (winner !== undefined && this.functionOwners.has(winner.trigger.functionId)) supersededBy = true;
-          else needed = true;
-        }
-      }
-      if (supersededBy && !needed) awaited = false;
-    }
+    const awaited = this.functionHolders.has(id) && !this.functionOwners.has(id) && !this.takenOver(id);
     if (awaited === this.awaitedFunctions.has(id)) return false;
     if (awaited) this.awaitedFunctions.add(id);
     else this.awaitedFunctions.delete(id);
     return true;
+  }
+
+  /** Every departed trigger of this function is a route binding that a live binding holds now (and there is one). */
+  private takenOver(id: string): boolean {
+    let takenOver = false;
+    for (const owner of this.departedTriggerOwners.get(id) ?? []) {
+      for (const trigger of owner.departedTriggers.get(id) as TriggerRecord[]) {
+        const winner = trigger.type === 'http' ? this.winners.get(routeKey(trigger)) : undefined;
+        // A live winner is another binding: this trigger's own function is awaited, so not live.
+        if (winner === undefined || !this.functionOwners.has(winner.trigger.functionId)) return false;
+        takenOver = true;
+      }
+    }
+    return takenOver;
   }
 
   /**
@@ -492,16 +521,15 @@ export class RouteTable {
    * that worker's own registration is the binding (no double run). A new index only when the list changed.
    */
   private recomputeMiddleware(): void {
-    const from: (readonly [MiddlewareTrigger, string])[] = [];
-    for (const owner of this.owners()) for (const trigger of owner.liveMiddleware) from.push([trigger, owner.ownerId]);
+    const from: MiddlewareFrom[] = [];
+    for (const owner of this.owners()) for (const trigger of owner.liveMiddleware) from.push({ trigger, ownerId: owner.ownerId });
     for (const owner of this.owners()) {
-      for (const trigger of owner.departedMiddleware) if (this.awaitedFunctions.has(trigger.functionId)) from.push([trigger, owner.ownerId]);
+      for (const trigger of owner.departedMiddleware) if (this.awaitedFunctions.has(trigger.functionId)) from.push({ trigger, ownerId: owner.ownerId });
     }
-    const same = from.length === this.middlewareFrom.length && from.every(([trigger, ownerId], i) => this.middlewareFrom[i]?.[0] === trigger && this.middlewareFrom[i]?.[1] === ownerId);
-    if (same) return;
+    if (sameMiddleware(from, this.middlewareFrom)) return;
     this.middlewareFrom = from;
     const bindings: MiddlewareBinding[] = [...this.configMiddleware];
-    for (const [trigger, ownerId] of from) {
+    for (const { trigger, ownerId } of from) {
       bindings.push({
         triggerId: trigger.id,
         functionId: trigger.functionId,
@@ -518,7 +546,44 @@ export class RouteTable {
   }
 }
 
-const NO_OWNERS: ReadonlySet<string> = new Set();
+interface MiddlewareFrom {
+  trigger: MiddlewareTrigger;
+  ownerId: string;
+}
+
+function sameMiddleware(a: readonly MiddlewareFrom[], b: readonly MiddlewareFrom[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as MiddlewareFrom;
+    const y = b[i] as MiddlewareFrom;
+    // A trigger record is one owner's: the same record, the same binding.
+    if (x.trigger !== y.trigger) return false;
+  }
+  return true;
+}
+
+interface Held {
+  principal: string;
+  at: number;
+  ownerId: string;
+  workerId: string;
+}
+
+/** The oldest claim on a function id among its owners (in table order): undefined when none is left. */
+function holderOf(id: string, owners: readonly OwnerIndex[]): Held | undefined {
+  let held: Held | undefined;
+  const claim = (principal: string, at: number, ownerId: string, workerId: string): void => {
+    if (held === undefined || at < held.at || (at === held.at && (ownerId < held.ownerId || (ownerId === held.ownerId && workerId < held.workerId)))) {
+      held = { principal, at, ownerId, workerId };
+    }
+  };
+  for (const owner of owners) {
+    // Registered no earlier than its worker connected.
+    for (const gone of owner.claims.get(id) ?? []) claim(gone.principal ?? MAIN_PRINCIPAL, gone.since ?? 0, owner.ownerId, gone.workerId);
+    for (const fn of owner.functions.get(id) ?? []) claim(fn.principal ?? MAIN_PRINCIPAL, fn.registeredAt ?? 0, owner.ownerId, fn.workerId);
+  }
+  return held;
+}
 
 function setOrDelete<V>(map: { set(key: string, value: V): unknown; delete(key: string): unknown }, key: string, value: V | undefined): void {
   if (value === undefined) map.delete(key);

@@ -1475,3 +1475,220 @@ describe('OwnerIndex: what a change touches', () => {
     expect(index.functions.get('f')?.[0]).toBe(a2);
   });
 });
+
+describe('RouteTable: what a change costs, and what it leaves behind', () => {
+  const many = (ownerId: string, n: number): TriggerRecord[] => Array.from({ length: n }, (_, i) => httpTrigger(`${ownerId}-${i}`, `${ownerId}::fn`, 'GET', `/${ownerId}/${i}`, i, { seq: i }));
+  // One function record per owner, the same object in each of its snapshots (as the hub and the bus hand it on).
+  const functionsOf = new Map<string, FunctionRecord[]>();
+  const fns = (ownerId: string): FunctionRecord[] => {
+    let list = functionsOf.get(ownerId);
+    if (list === undefined) functionsOf.set(ownerId, (list = [{ id: `${ownerId}::fn`, workerId: 'w' }]));
+    return list;
+  };
+  const peer = (ownerId: string, version: number, triggers: TriggerRecord[], functions: FunctionRecord[] = fns(ownerId)): OwnerSnapshot => ({ ownerId, version, functions, triggers });
+  const noWork = { owners: 0, routeKeys: 0, functions: 0, awaited: 0, routerUpdates: 0, middleware: false };
+
+  it('one route added to a peer of many, in a table of many: one owner, one route key, one router update', () => {
+    const table = new RouteTable(false);
+    const p1 = many('p1', 300);
+    table.applySnapshot(peer('p1', 1, p1));
+    table.applySnapshot(peer('p2', 1, many('p2', 300)));
+    expect(table.current().work).toEqual({ owners: 2, routeKeys: 600, functions: 2, awaited: 2, routerUpdates: 600, middleware: false });
+    table.applySnapshot(peer('p1', 2, [...p1, httpTrigger('extra', 'p1::fn', 'POST', '/p1/0', 400, { seq: 400 })]));
+    expect(table.current().work).toEqual({ ...noWork, owners: 1, routeKeys: 1, routerUpdates: 1 });
+    // Dropped again: the same.
+    table.applySnapshot(peer('p1', 3, p1));
+    const state = table.current();
+    expect(state.work).toEqual({ ...noWork, owners: 1, routeKeys: 1, routerUpdates: 1 });
+    expect(state.router.size).toBe(600);
+  });
+
+  it('a binding that loses its route decides the route again but leaves the router as it was', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(peer('p1', 1, [httpTrigger('old', 'p1::fn', 'GET', '/x', 1)]));
+    const before = table.current().router.match('GET', '/x');
+    table.applySnapshot(peer('p2', 1, [httpTrigger('new', 'p2::fn', 'GET', '/x', 2)]));
+    const state = table.current();
+    expect(state.work).toEqual({ ...noWork, owners: 1, routeKeys: 1, functions: 1, awaited: 1 });
+    expect(state.conflicts.map((c) => c.id)).toEqual(['new']);
+    // The same route object: nothing in the router changed.
+    expect(state.router.match('GET', '/x')).toEqual(before);
+    if (before.kind === 'matched') expect((state.router.match('GET', '/x') as typeof before).match.route).toBe(before.match.route);
+  });
+
+  it('a read with no change, or a local source that did not change, decides nothing again', () => {
+    const table = new RouteTable(false);
+    const local = peer('local', 1, many('local', 10));
+    table.setLocalSource({ ownerId: 'local', snapshot: () => local });
+    table.current();
+    table.markChanged();
+    expect(table.current().work).toEqual({ ...noWork, owners: 1 });
+  });
+
+  it('a worker departing and its grace ending: the awaited checks of its function, and the middleware list', () => {
+    const table = new RouteTable(false);
+    const mw = middlewareTrigger('m', 'p1::fn', { phase: 'preHandler' }, 1, 99);
+    const live = peer('p1', 1, [httpTrigger('t', 'p1::fn', 'GET', '/x', 1), mw]);
+    table.applySnapshot(live);
+    table.current();
+    table.applySnapshot({ ...peer('p1', 2, [], []), departed: [{ workerId: 'w', functionIds: ['p1::fn'], triggers: live.triggers }] });
+    const away = table.current();
+    expect(away.work).toEqual({ owners: 1, routeKeys: 1, functions: 1, awaited: 1, routerUpdates: 0, middleware: true });
+    expect([...away.awaitedFunctions]).toEqual(['p1::fn']);
+    expect(away.middleware.ordered.map((m) => m.triggerId)).toEqual(['m']);
+    table.applySnapshot(peer('p1', 3, [], []));
+    const gone = table.current();
+    expect(gone.work).toEqual({ owners: 1, routeKeys: 1, functions: 1, awaited: 1, routerUpdates: 1, middleware: true });
+    expect(gone.awaitedFunctions.size).toBe(0);
+    expect(gone.middleware.ordered).toEqual([]);
+  });
+
+  it('keeps the middleware index (and its selection cache) while the middleware list stays the same', () => {
+    const table = new RouteTable(false, [{ functionId: 'cfg', phase: 'onRequest', priority: 0 }]);
+    const first = table.current().middleware;
+    // A function becomes awaited (a departed worker's), with no middleware of its own: the list is re-derived, unchanged.
+    table.applySnapshot({ ...peer('p1', 1, [], []), departed: [{ workerId: 'w', functionIds: ['f'], triggers: [] }] });
+    const awaited = table.current();
+    expect([...awaited.awaitedFunctions]).toEqual(['f']);
+    expect(awaited.work.middleware).toBe(true);
+    expect(awaited.middleware).toBe(first);
+    // The same with a worker's middleware in the list.
+    const m = middlewareTrigger('m', 'mw::m', { phase: 'preHandler' }, 1, 3);
+    table.applySnapshot(peer('p4', 1, [m]));
+    const withM = table.current().middleware;
+    table.applySnapshot({ ...peer('p5', 1, [], []), departed: [{ workerId: 'w', functionIds: ['f2'], triggers: [] }] });
+    const awaitedAgain = table.current();
+    expect(awaitedAgain.work.middleware).toBe(true);
+    expect(awaitedAgain.middleware).toBe(withM);
+    table.removeOwner('p4');
+    table.current();
+    // One middleware replaced by another in one change: a new index, with the new one.
+    const a = middlewareTrigger('a', 'mw::a', { phase: 'preHandler' }, 1, 1);
+    const b = middlewareTrigger('b', 'mw::b', { phase: 'preHandler' }, 2, 2);
+    table.applySnapshot(peer('p2', 1, [a]));
+    const withA = table.current().middleware;
+    expect(withA).not.toBe(first);
+    table.applySnapshot(peer('p2', 2, [b]));
+    const withB = table.current().middleware;
+    expect(withB.ordered.map((m) => m.triggerId)).toEqual(['config:0', 'b']);
+    // A route change leaves it alone.
+    table.applySnapshot(peer('p3', 1, [httpTrigger('r', 'p3::fn', 'GET', '/r', 1)]));
+    expect(table.current().middleware).toBe(withB);
+  });
+
+  it('forgets route keys, functions and refusals no owner holds any more', () => {
+    const table = new RouteTable(false);
+    const local = peer('local', 1, [], []);
+    table.setLocalSource({ ownerId: 'local', snapshot: () => local });
+    const p2 = many('p2', 3);
+    table.applySnapshot(peer('p1', 1, many('p1', 5)));
+    table.applySnapshot({ ...peer('p2', 1, p2), departed: [{ workerId: 'w', functionIds: ['gone::fn'], triggers: [httpTrigger('g', 'gone::fn', 'GET', '/g', 1)] }] });
+    // p3 binds p1's first path too, later: refused.
+    table.applySnapshot(peer('p3', 1, [httpTrigger('late', 'p3::fn', 'GET', '/p1/0', 100)]));
+    expect(table.current() && table.sizes()).toEqual({ owners: 4, routeKeys: 9, functions: 4, conflicted: 1 });
+    table.applySnapshot(peer('p2', 2, p2));
+    table.removeOwner('p3');
+    expect(table.current() && table.sizes()).toEqual({ owners: 3, routeKeys: 8, functions: 2, conflicted: 0 });
+    table.removeOwner('p1');
+    table.removeOwner('p2');
+    const state = table.current();
+    expect(table.sizes()).toEqual({ owners: 1, routeKeys: 0, functions: 0, conflicted: 0 });
+    expect(state.functionOwners.size).toBe(0);
+    expect([...state.functionOwners]).toEqual([]);
+    expect(state.router).toEqual(new RouteTable(false).current().router);
+  });
+
+  it('a route added and dropped within one burst leaves nothing', () => {
+    const table = new RouteTable(false);
+    const kept = peer('p1', 1, [httpTrigger('a', 'p1::fn', 'GET', '/a', 1)]);
+    table.applySnapshot(kept);
+    table.current();
+    table.applySnapshot(peer('p1', 2, [...kept.triggers, httpTrigger('b', 'p1::fn', 'GET', '/b', 2)]));
+    table.applySnapshot(peer('p1', 3, [...kept.triggers]));
+    const state = table.current();
+    expect(state.work).toEqual({ ...noWork, owners: 1 });
+    expect(state.router.size).toBe(1);
+  });
+
+  it('a function whose records change but that stays served rechecks only itself, not the departed bindings its routes took over', () => {
+    const table = new RouteTable(false);
+    const taker = httpTrigger('taker', 'g', 'GET', '/x', 2);
+    table.applySnapshot(peer('p1', 1, [taker], [{ id: 'g', workerId: 'w' }]));
+    table.applySnapshot({ ...peer('p2', 1, [], []), departed: [{ workerId: 'gone', since: 1, functionIds: ['f'], triggers: [httpTrigger('away', 'f', 'GET', '/x', 1)] }] });
+    expect(table.current().awaitedFunctions.size).toBe(0);
+    // g's record replaced (new metadata): g is still served, so f's binding is still taken over.
+    table.applySnapshot(peer('p1', 2, [taker], [{ id: 'g', workerId: 'w', metadata: { v: 2 } }]));
+    const state = table.current();
+    expect(state.work).toEqual({ ...noWork, owners: 1, functions: 1, awaited: 1 });
+    expect(state.functionMetadata.get('g')).toEqual({ v: 2 });
+  });
+
+  it('tells which remote owners changed since the previous build, and which route patterns left', () => {
+    const table = new RouteTable(false);
+    const local = peer('local', 1, []);
+    table.setLocalSource({ ownerId: 'local', snapshot: () => local });
+    const get = httpTrigger('a', 'p1::fn', 'GET', '/a/:id', 1);
+    const post = httpTrigger('b', 'p1::fn', 'POST', '/a/:id', 2);
+    table.applySnapshot(peer('p1', 1, [get, post]));
+    table.applySnapshot(peer('p2', 1, [httpTrigger('c', 'p2::fn', 'GET', '/c', 3)]));
+    const first = table.current();
+    expect([...first.changedOwners].sort()).toEqual(['p1', 'p2']);
+    expect(table.routesPattern('/a/:id')).toBe(true);
+    expect(table.routesPattern('/nope')).toBe(false);
+    // The local process changing is no remote owner's change.
+    table.markChanged();
+    expect([...table.current().changedOwners]).toEqual([]);
+    // One of two routes of a pattern goes: the pattern is still routed.
+    table.applySnapshot(peer('p1', 2, [post]));
+    const one = table.current();
+    expect([...one.changedOwners]).toEqual(['p1']);
+    expect(one.work.routerUpdates).toBe(1);
+    expect(one.routesLeft).toEqual([]);
+    expect(table.routesPattern('/a/:id')).toBe(true);
+    // The other goes too, and so does /c: both patterns left.
+    table.applySnapshot(peer('p1', 3, []));
+    table.removeOwner('p2');
+    const none = table.current();
+    expect([...none.routesLeft].sort()).toEqual(['/a/:id', '/c']);
+    expect(table.routesPattern('/a/:id')).toBe(false);
+    expect(table.routesPattern('/c')).toBe(false);
+    // A pattern whose binding is replaced by another of the same pattern did not leave.
+    table.applySnapshot(peer('p3', 1, [httpTrigger('d', 'p3::fn', 'GET', '/d', 5)]));
+    table.current();
+    table.applySnapshot(peer('p3', 2, [httpTrigger('d2', 'p3::fn', 'GET', '/d', 6)]));
+    const replaced = table.current();
+    expect(replaced.work.routerUpdates).toBe(1);
+    expect(replaced.routesLeft).toEqual([]);
+    expect(table.routesPattern('/d')).toBe(true);
+  });
+
+  it('drops the previous local source when another takes its place', () => {
+    const table = new RouteTable(false);
+    table.setLocalSource({ ownerId: 'a', snapshot: () => peer('a', 1, [httpTrigger('a', 'a::fn', 'GET', '/a', 1)]) });
+    expect(served(table.current(), 'GET', '/a')).toBe('a::fn');
+    table.setLocalSource({ ownerId: 'b', snapshot: () => peer('b', 1, [httpTrigger('b', 'b::fn', 'GET', '/b', 1)]) });
+    const state = table.current();
+    expect(served(state, 'GET', '/a')).toBe('not_found');
+    expect(served(state, 'GET', '/b')).toBe('b::fn');
+    expect(state.work.owners).toBe(2);
+  });
+
+  it('without a local source, holds only the peers', () => {
+    const table = new RouteTable(false);
+    table.applySnapshot(peer('p1', 1, []));
+    expect(table.snapshotsHeld().map((s) => s.ownerId)).toEqual(['p1']);
+    expect(table.current() && table.sizes().owners).toBe(1);
+  });
+
+  it('queues one rebuild for a burst of changes, not one per change', () => {
+    const spy = vi.spyOn(globalThis, 'setImmediate');
+    try {
+      const table = new RouteTable(false);
+      for (let i = 0; i < 50; i++) table.applySnapshot(peer(`p${i}`, 1, []));
+      table.markChanged();
+      expect(spy).toHaveBeenCalledTimes(1);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
