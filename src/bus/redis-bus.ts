@@ -3,11 +3,11 @@ import type { Logger } from 'pino';
 import { SwitchyardError } from '../errors.js';
 import type { WireSnapshot } from './wire-snapshot.js';
 import type { WireDelta } from './wire-delta.js';
-import { PeerChains, diffSnapshots } from './wire-delta.js';
+import { diffSnapshots } from './wire-delta.js';
+import { PeerChainReceiver } from './peer-chain.js';
 import type { Bus, BusHandlers } from './bus.js';
 import { createRedisConnection, quitConnection, redactRedisUrl, withDeadline } from './redis-connection.js';
 import { RedisKeyspace } from './redis-keyspace.js';
-import type { StoredChain } from './redis-peer-store.js';
 import { RedisPeerStore, versionReason } from './redis-peer-store.js';
 import { REDIS_BUS_PROTOCOL } from './bus-messages.js';
 import { RedisPeerView } from './redis-peer-view.js';
@@ -31,8 +31,6 @@ export interface RedisBusOptions {
 
 const START_TIMEOUT_MS = 10_000;
 const GOODBYE_TIMEOUT_MS = 1_000;
-/** Deltas of one peer held while that peer is being resynced (more: the resync is repeated). */
-const BUFFER_PER_PEER = 1_000;
 
 type Connection = 'commands' | 'subscriber';
 
@@ -52,9 +50,8 @@ export class RedisBus implements Bus {
   private cmd: Redis | undefined;
   private sub: Redis | undefined;
   private view: RedisPeerView | undefined;
-  private readonly chains = new PeerChains();
-  /** Deltas received for peers being resynced, applied after the resync when they chain. */
-  private readonly buffered = new Map<string, WireDelta[]>();
+  /** Each peer's version chain: deltas applied in order, gaps resynced (peer-chain.ts). */
+  private readonly chains: PeerChainReceiver;
   /** The next write must be a full snapshot: nothing written yet, our key was lost, or a write failed midway. */
   private needFull = true;
   /** A change was written since the last heartbeat announcement. */
@@ -80,7 +77,6 @@ export class RedisBus implements Bus {
   private flushing = false;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private pinging = false;
-  private readonly fetching = new Set<string>();
   private startWaiter: { resolve: () => void; reject: (error: Error) => void } | undefined;
   private closing: Promise<void> | undefined;
   private refusals: ((code: string) => void) | undefined;
@@ -92,6 +88,19 @@ export class RedisBus implements Bus {
     this.store = new RedisPeerStore(this.keys, options.peerId, options.leaseMs, (key, reason, code) => {
       this.refusals?.(code);
       this.throttle.warn('refused:stored', { key, reason }, 'peer key refused');
+    });
+    this.chains = new PeerChainReceiver({
+      selfId: options.peerId,
+      offer: (snapshot) => this.view?.offer(snapshot, performance.now()),
+      hasLeft: (peerId) => this.view?.hasLeft(peerId) === true,
+      read: (peerId) => {
+        const cmd = this.cmd;
+        return cmd?.status === 'ready' ? this.store.read(cmd, peerId) : undefined;
+      },
+      legacy: (peerId) => this.markLegacy(peerId, performance.now()),
+      closed: () => this.state === 'closed',
+      log: this.log,
+      warn: (key, fields, message) => this.throttle.warn(key, fields, message),
     });
   }
 
@@ -115,7 +124,6 @@ export class RedisBus implements Bus {
       snapshot: (snapshot) => handlers.snapshot(snapshot),
       peerGone: (peerId) => {
         this.chains.drop(peerId);
-        this.buffered.delete(peerId);
         this.suspects.delete(peerId);
         this.forgetLegacy(peerId);
         handlers.peerGone(peerId);
@@ -209,7 +217,7 @@ export class RedisBus implements Bus {
       checkCurrent();
     }
     const chains = await this.store.loadAll(cmd, checkCurrent);
-    for (const chain of chains) this.applyStored(chain);
+    for (const chain of chains) this.chains.stored(chain);
     const now = performance.now();
     const missing = view.reconcile(new Set(chains.map((c) => c.peerId)), ownKeyKept, now);
     if (!ownKeyKept) for (const peerId of missing) this.suspects.set(peerId, now + this.options.leaseMs);
@@ -393,37 +401,14 @@ export class RedisBus implements Bus {
       else this.forgetLegacy(peerId);
     }
     try {
-      if (message.kind === 'snapshot') this.offerFull(message.snapshot);
-      else if (message.kind === 'delta') this.applyDelta(message.delta);
-      else if (message.kind === 'heartbeat' && view.heartbeat(message.peerId, message.version, now)) this.fetch(message.peerId);
+      if (message.kind === 'snapshot') this.chains.full(message.snapshot);
+      else if (message.kind === 'delta') this.chains.delta(message.delta);
+      else if (message.kind === 'heartbeat' && view.heartbeat(message.peerId, message.version, now)) this.chains.fetch(message.peerId);
       else if (message.kind === 'gone') view.gone(message.peerId, now);
       // hello and sync belong to the embedded bus
     } catch (err) {
       // A throwing handler must not unwind into ioredis's reply parser.
       this.log.error({ err, kind: message.kind }, 'bus handler failed');
-    }
-  }
-
-  private offerFull(snapshot: WireSnapshot): void {
-    if (snapshot.ownerId === this.options.peerId) return;
-    const newer = this.chains.full(snapshot);
-    if (newer !== undefined) this.view?.offer(newer, performance.now());
-  }
-
-  /** A delta from the channel: applied when it follows the version held; a gap resyncs that peer. */
-  private applyDelta(delta: WireDelta): void {
-    const peerId = delta.ownerId;
-    if (peerId === this.options.peerId || this.view?.hasLeft(peerId) === true) return;
-    if (this.fetching.has(peerId)) {
-      this.buffer(delta);
-      return;
-    }
-    const outcome = this.chains.delta(delta);
-    if (outcome.result === 'applied') this.view?.offer(outcome.snapshot, performance.now());
-    else if (outcome.result === 'gap') {
-      this.log.debug({ peerId, held: outcome.held, from: delta.from, to: delta.to }, 'delta does not follow the version held: resyncing that peer');
-      this.buffer(delta);
-      this.fetch(peerId);
     }
   }
 
@@ -451,44 +436,6 @@ export class RedisBus implements Bus {
     if (this.legacy.delete(peerId) && this.legacy.size === 0) {
       this.log.info({ peerId }, 'no peer of bus protocol 1 left: publishing deltas again');
     }
-  }
-
-  private buffer(delta: WireDelta): void {
-    const held = this.buffered.get(delta.ownerId) ?? [];
-    if (held.length < BUFFER_PER_PEER) held.push(delta);
-    this.buffered.set(delta.ownerId, held);
-  }
-
-  /** A peer's checkpoint and log (a reload or a resync), then the deltas buffered meanwhile, as one chain. */
-  private applyStored(stored: StoredChain): void {
-    if (stored.peerId === this.options.peerId || stored.checkpoint === undefined) return;
-    if (stored.protocol < REDIS_BUS_PROTOCOL) this.markLegacy(stored.peerId, performance.now());
-    let newest = this.chains.full(stored.checkpoint);
-    const buffered = this.buffered.get(stored.peerId) ?? [];
-    this.buffered.delete(stored.peerId);
-    for (const delta of [...stored.log, ...buffered.sort((a, b) => a.from - b.from)]) {
-      const outcome = this.chains.delta(delta);
-      if (outcome.result === 'applied') newest = outcome.snapshot;
-    }
-    if (newest !== undefined) this.view?.offer(newest, performance.now());
-  }
-
-  /** Resync one peer (a gap, a join we missed, a heartbeat announcing a version not held): checkpoint + log. */
-  private fetch(peerId: string): void {
-    const cmd = this.cmd;
-    if (this.fetching.has(peerId) || cmd?.status !== 'ready') return;
-    this.fetching.add(peerId);
-    this.store
-      .read(cmd, peerId)
-      .then(
-        (stored) => {
-          if (this.state === 'closed') return;
-          this.fetching.delete(peerId);
-          this.applyStored(stored);
-        },
-        (err: unknown) => this.throttle.warn('fetch', { err, peerId }, 'redis peer key fetch failed'),
-      )
-      .finally(() => this.fetching.delete(peerId));
   }
 
   private async shutdown(): Promise<void> {
