@@ -255,7 +255,7 @@ async function main(): Promise<void> {
   const written = readdirSync(outDir).filter((f) => !before.has(f) && !f.endsWith('.done'));
   for (const file of written) console.log(join(outDir, file));
   if (window !== undefined) {
-    for (const file of written) {
+    for (const file of written.filter((f) => f.endsWith('.cpuprofile') || f.endsWith('.heapprofile'))) {
       console.log(`\n== ${file} (per request)`);
       await summarise(join(outDir, file), requests);
     }
