@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { IpcChannel } from '../../src/bus/ipc-channel.js';
+import { memoryLink } from '../support/memory-ipc.js';
 import { EmbeddedQueueHost } from '../../src/modules/queue/embedded-queue-host.js';
 import { IpcQueueStore } from '../../src/modules/queue/embedded-queue-link.js';
 import { StoreBackend } from '../../src/modules/queue/queue-backend.js';
@@ -11,20 +12,8 @@ const logger = pino({ level: 'silent' });
 
 /** Two ends of an in-memory IPC link; a message arrives on a later turn, as over a real one. */
 function channelPair(): [IpcChannel, IpcChannel] {
-  const listeners: [((m: unknown) => void)[], ((m: unknown) => void)[]] = [[], []];
-  const end = (mine: number): IpcChannel => ({
-    send: (message) => {
-      const copy = JSON.parse(JSON.stringify(message)) as unknown;
-      setImmediate(() => {
-        for (const listener of listeners[1 - mine] ?? []) listener(copy);
-      });
-    },
-    onMessage: (listener) => {
-      listeners[mine]?.push(listener);
-      return () => listeners[mine]?.splice(listeners[mine]?.indexOf(listener) ?? -1, 1);
-    },
-  });
-  return [end(0), end(1)];
+  const link = memoryLink();
+  return [link.child, link.primary];
 }
 
 // Polls once a minute: in these tests a consumer claims only when it is told to.

@@ -1,24 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { IpcChannel } from '../../src/bus/ipc-channel.js';
+import { memoryLink } from '../support/memory-ipc.js';
 import { TraceOwnerHost, TraceOwnerQuestions, combineOwners } from '../../src/cluster/trace-owner-questions.js';
 import { RecentTraceOwners } from '../../src/observability/trace-owners.js';
 
 /** Two ends of an in-memory IPC link; a message arrives on a later turn, as over a real one. */
 function channelPair(): [IpcChannel, IpcChannel] {
-  const listeners: [((m: unknown) => void)[], ((m: unknown) => void)[]] = [[], []];
-  const end = (mine: number): IpcChannel => ({
-    send: (message) => {
-      const copy = JSON.parse(JSON.stringify(message)) as unknown;
-      setImmediate(() => {
-        for (const listener of listeners[1 - mine] ?? []) listener(copy);
-      });
-    },
-    onMessage: (listener) => {
-      listeners[mine]?.push(listener);
-      return () => listeners[mine]?.splice(listeners[mine]?.indexOf(listener) ?? -1, 1);
-    },
-  });
-  return [end(0), end(1)];
+  const link = memoryLink();
+  return [link.child, link.primary];
 }
 
 const T1 = '0af7651916cd43dd8448eb211c80319c';
