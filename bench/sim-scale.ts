@@ -242,6 +242,12 @@ function churn(nodes: () => Node[], rate: number, prefix: string): Churner {
         workers[slot] = worker;
         routes[slot] = paths;
         count++;
+        // A worker whose node is killed (chaos) is gone, and so are its routes: no longer live.
+        void worker.closed.then(() => {
+          if (workers[slot] !== worker) return;
+          workers[slot] = undefined;
+          routes[slot] = [];
+        });
       } catch {
         // the node was killed (chaos): the next turn tries again
       }
@@ -268,7 +274,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
   const cluster = `sim${Math.random().toString(36).slice(2, 7)}`;
   const nodes: Node[] = [];
   const workers: RawWorker[] = [];
-  let steadyStop: (() => Promise<{ ok: number; failed: number; slowest: number }>) | undefined;
+  let steadyStop: (() => Promise<{ ok: number; failed: number; slowest: number; failures: string[] }>) | undefined;
   try {
     for (let i = 0; i < n; i++) nodes.push(await startNode(i, redis, cluster));
     const perNode = Math.ceil(r / n);
@@ -311,24 +317,36 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     if (CHAOS) {
       const steady = await bulkWorker(nodes[0]!.engine.workerUrl, 'steady', 1);
       workers.push(steady);
+      // Served throughout means from when node 1 serves it: the loop starts once it does.
+      const servedBy = Date.now() + 10_000;
+      while ((await status(`${nodes[1]!.engine.httpUrl}/steady/0`)) !== 200) {
+        if (Date.now() > servedBy) throw new Error('node 1 never served the steady route');
+        await sleep(20);
+      }
       let running = true;
       let ok = 0;
       let failed = 0;
       let slowest = 0;
+      const failures: string[] = [];
+      const runStart = performance.now();
       const loop = (async () => {
         while (running) {
           const started = performance.now();
           const code = await status(`${nodes[1]!.engine.httpUrl}/steady/0`, 10_000);
           slowest = Math.max(slowest, performance.now() - started);
           if (code === 200) ok++;
-          else failed++;
+          else {
+            failed++;
+            // What a failure was (0: no answer within 10 s or a connection error), and when in the run.
+            failures.push(`${code}@${((performance.now() - runStart) / 1000).toFixed(1)}s`);
+          }
           await sleep(20);
         }
       })();
       steadyStop = async () => {
         running = false;
         await loop;
-        return { ok, failed, slowest };
+        return { ok, failed, slowest, failures };
       };
     }
     const churner = churn(live, rate, 'x');
@@ -378,24 +396,27 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
       // Every route registered at the end (live churn workers) servable on every node within 2 s.
       const lastChange = performance.now();
       const paths = churner.live();
-      let missing = 0;
-      for (const node of nodes) {
-        for (const path of paths) {
-          let served = false;
-          while (performance.now() - lastChange < 2000) {
-            if ((await status(`${node.engine.httpUrl}${path}`, 2000)) === 200) {
-              served = true;
-              break;
-            }
-            await sleep(20);
-          }
-          if (!served) missing++;
-        }
-      }
+      // Every node and route polled at once, each until it answers 200 or 2 s have passed since the last change.
+      const unserved = (
+        await Promise.all(
+          nodes.flatMap((node) =>
+            paths.map(async (path) => {
+              let last = 0;
+              while (performance.now() - lastChange < 2000) {
+                last = await status(`${node.engine.httpUrl}${path}`, 2000);
+                if (last === 200) return undefined;
+                await sleep(20);
+              }
+              return `n${node.index}${path}:${last}`;
+            }),
+          ),
+        )
+      ).filter((miss): miss is string => miss !== undefined);
+      const missing = unserved.length;
       const steadyResult = await steadyStop!();
       steadyStop = undefined;
-      console.log(`chaos: ${kills} node kills; ${paths.length} live churn routes × ${n} nodes, ${missing} not servable within 2 s of the last change`);
-      console.log(`chaos: steady route via node 1 → node 0: ${steadyResult.ok} ok, ${steadyResult.failed} failed, slowest ${steadyResult.slowest.toFixed(0)} ms`);
+      console.log(`chaos: ${kills} node kills; ${paths.length} live churn routes × ${n} nodes, ${missing} not servable within 2 s of the last change${missing === 0 ? '' : ` (node, route: last status; first 10: ${unserved.slice(0, 10).join(', ')})`}`);
+      console.log(`chaos: steady route via node 1 → node 0: ${steadyResult.ok} ok, ${steadyResult.failed} failed, slowest ${steadyResult.slowest.toFixed(0)} ms${steadyResult.failures.length === 0 ? '' : ` (failures: ${steadyResult.failures.join(', ')})`}`);
     }
   } finally {
     await steadyStop?.();
