@@ -7,6 +7,7 @@
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http } from '../support/http.js';
+import { legitRequests } from '../support/legit-load.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
 import { childPids, isRunning, rssMb } from '../support/proc.js';
@@ -103,16 +104,7 @@ describe('channel memory is bounded (issue 23, point 5)', () => {
       }
     }
     // Legitimate requests all along.
-    let attacking = true;
-    const legit = { ok: 0, failed: 0 };
-    const legitLoop = (async () => {
-      while (attacking) {
-        const res = await http(`${engine.httpUrl}/legit`).catch(() => ({ status: 0 }));
-        if (res.status === 200) legit.ok++;
-        else legit.failed++;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
+    const legitLoad = legitRequests(`${engine.httpUrl}/legit`);
 
     // Half the channels: one 16 MiB frame each (max_frame_bytes) into a reader that never reads.
     const big = Buffer.alloc(16 * MiB, 1);
@@ -134,8 +126,7 @@ describe('channel memory is bounded (issue 23, point 5)', () => {
     const codes = await Promise.race([Promise.all(bigClosed), new Promise<number[]>((r) => setTimeout(() => r([]), 60_000))]);
     await new Promise((r) => setTimeout(r, 3000));
     const peak = Object.fromEntries(pids().map((pid) => [pid, Math.round(rssMb(pid))]));
-    attacking = false;
-    await legitLoop;
+    const legit = await legitLoad.stop();
 
     for (const pid of before) expect(isRunning(pid)).toBe(true);
     expect(pids().sort()).toEqual(before.sort());

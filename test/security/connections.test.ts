@@ -11,6 +11,7 @@
 // of the calls its workers have in flight by max_listener_call_bytes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http } from '../support/http.js';
+import { legitRequests } from '../support/legit-load.js';
 import { logLines, waitUntil } from '../support/logs.js';
 import type { EngineHandle } from '../support/processes.js';
 import { startEngine } from '../support/processes.js';
@@ -134,16 +135,7 @@ describe('worker connections and their unfinished messages are bounded per proce
   it('64 connections each holding 15 MiB of an unfinished message leave every process under its bound, and requests (an 8 MiB answer too) are answered', async () => {
     const before = pids();
     const peak = sampleRss(before, 100);
-    let attacking = true;
-    const legit = { ok: 0, failed: 0 };
-    const legitLoop = (async () => {
-      while (attacking) {
-        const res = await http(`${engine.httpUrl}/legit`).catch(() => ({ status: 0 }));
-        if (res.status === 200) legit.ok++;
-        else legit.failed++;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    })();
+    const legitLoad = legitRequests(`${engine.httpUrl}/legit`);
     // Half send a frame's header and 15 MiB of its 16 MiB payload and stop; half send a 15 MiB first
     // fragment of a message they never finish, and a pong every second (they stay alive through the heartbeat).
     const attackers: RawWebSocket[] = [];
@@ -157,8 +149,7 @@ describe('worker connections and their unfinished messages are bounded per proce
     const big = await http(`${engine.httpUrl}/legit-big`);
     await new Promise((r) => setTimeout(r, 3000));
     const peaks = peak.stop();
-    attacking = false;
-    await legitLoop;
+    const legit = await legitLoad.stop();
 
     for (const pid of before) expect(isRunning(pid)).toBe(true);
     expect(pids().sort()).toEqual(before.sort());
