@@ -1,5 +1,5 @@
 import type { WireFunction, WireSnapshot, WireTrigger, WireWorker } from './wire-snapshot.js';
-import { isPlainObject } from '../values.js';
+import { changedSpan, isPlainObject } from '../values.js';
 
 /**
  * Bus protocol 2 (docs/scale.md): a peer's change as the records added or changed (`set`) and the keys
@@ -74,15 +74,7 @@ function diffList(list: ListName, before: readonly object[], after: readonly obj
     if (map === undefined) return false;
   }
   keyedLists.delete(before);
-  let head = 0;
-  const shorter = Math.min(before.length, after.length);
-  while (head < shorter && before[head] === after[head]) head++;
-  let endBefore = before.length;
-  let endAfter = after.length;
-  while (endBefore > head && endAfter > head && before[endBefore - 1] === after[endAfter - 1]) {
-    endBefore--;
-    endAfter--;
-  }
+  const { head, endBefore, endAfter } = changedSpan(before, after);
   const replaced = new Map<string, object>();
   for (let i = head; i < endBefore; i++) {
     const record = before[i] as object;

@@ -1,3 +1,4 @@
+import { changedSpan } from '../values.js';
 import { ChurnMap } from './churn-map.js';
 import type { DepartedWorker, FunctionRecord, OwnerSnapshot, TriggerRecord } from './registrations.js';
 
@@ -59,15 +60,7 @@ function pull<K, V>(map: ChurnMap<K, V[]>, key: K, value: V): void {
  * same result), reporting less never happens.
  */
 function changed<T>(before: readonly T[], after: readonly T[], removed: (record: T) => void, added: (record: T) => void): void {
-  let head = 0;
-  const shorter = Math.min(before.length, after.length);
-  while (head < shorter && before[head] === after[head]) head++;
-  let endBefore = before.length;
-  let endAfter = after.length;
-  while (endBefore > head && endAfter > head && before[endBefore - 1] === after[endAfter - 1]) {
-    endBefore--;
-    endAfter--;
-  }
+  const { head, endBefore, endAfter } = changedSpan(before, after);
   for (let i = head; i < endBefore; i++) removed(before[i] as T);
   for (let i = head; i < endAfter; i++) added(after[i] as T);
 }
