@@ -2,6 +2,7 @@
 // turns a request into one invokefunction frame, and the relay stream between two processes.
 // Deliberately minimal: no validation, no timeouts, no logging. No Switchyard code.
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer as createNetServer } from 'node:net';
 import { setImmediate } from 'node:timers';
@@ -88,8 +89,8 @@ export function handler(invoke) {
       const request = { path: req.url, method: req.method, headers: req.headers, query_params: {}, body: text === '' ? null : JSON.parse(text) };
       // The handler's channel refs, as iii sends them with every HTTP invocation: an iii-sdk worker
       // builds a reader and a writer for them (connected only if used), so the baseline's worker does
-      // the same work per request as an engine's.
-      const handlerRequest = { ...request, request_body: channelRef('read'), response: channelRef('write') };
+      // the same work per request as an engine's. FRAME= sends another request object (frameRequest).
+      const handlerRequest = FRAME === undefined ? { ...request, request_body: channelRef('read'), response: channelRef('write') } : frameRequest(req, request.body);
       const reply = (result) => {
         const { status_code: status, headers, body } = result;
         const json = JSON.stringify(body);
@@ -114,8 +115,35 @@ export function handler(invoke) {
   };
 }
 const PHASES = ['onRequest', 'preHandler', 'postHandler'];
+
+/**
+ * FRAME=engine|spec|norefs: the handler's request object in another shape, to price what each part of
+ * an engine's frame costs an iii-sdk worker (bench/scenarios/worker-frame.ts). `engine`: every member
+ * Switchyard sends (docs/http.md: the ApiRequest, its `request_id` and `ip` extensions, the request id
+ * header, the two channel refs); `spec`: the ApiRequest's own members and the refs, no extensions;
+ * `norefs`: `engine` without the channel refs.
+ */
+const FRAME = process.env.FRAME;
+const frameRequest = (req, body) => {
+  const id = randomUUID();
+  const spec = {
+    path: req.url,
+    method: req.method,
+    path_params: {},
+    query_params: {},
+    body,
+    headers: FRAME === 'spec' ? req.headers : { ...req.headers, 'x-request-id': id },
+    trigger: { type: 'http', path: req.url, method: req.method },
+    context: {},
+  };
+  const request = FRAME === 'spec' ? spec : { ...spec, request_id: id, ip: req.socket.remoteAddress };
+  if (FRAME === 'norefs') return request;
+  // As the engine makes them: one access key per request, shared by both refs.
+  const key = randomUUID();
+  return { ...request, request_body: channelRef('read', key), response: channelRef('write', key) };
+};
 let channelSeq = 0;
-const channelRef = (direction) => ({ channel_id: `baseline-${++channelSeq}`, access_key: 'baseline-key', direction });
+const channelRef = (direction, key = 'baseline-key') => ({ channel_id: `baseline-${++channelSeq}`, access_key: key, direction });
 
 /**
  * A frame stream on a socket: `u32 length | u32 id | UTF-8 text`, any number in flight, matched by

@@ -15,6 +15,7 @@ import { streaming } from './streaming.js';
 import { telemetry } from './telemetry.js';
 import { twoProcesses } from './two-processes.js';
 import { twoNodesNginx } from './two-nodes-nginx.js';
+import { workerFrame } from './worker-frame.js';
 
 /**
  * Every scenario of `npm run bench`, in run order. A scenario module exports a load group (subjects
@@ -23,5 +24,5 @@ import { twoNodesNginx } from './two-nodes-nginx.js';
  * samples of a run are kept by id): every group's ids must differ from every other group's.
  */
 export function scenarios(): Scenario[] {
-  return [...againstCommit(), oneProcess(), latency(), peers(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleChange, scaleWorkers, streaming, queue, state, streamFanout];
+  return [...againstCommit(), oneProcess(), latency(), peers(), workerFrame(), twoProcesses(), forwarded(), twoNodesNginx(), telemetry(), scaleRoutes, scaleMatch, scaleChange, scaleWorkers, streaming, queue, state, streamFanout];
 }
