@@ -38,7 +38,8 @@ const SECONDS = Number(arg('seconds', '10')); // churn phase length
 const IDLE_SECONDS = Number(arg('idle', '5'));
 const PROBES = Number(arg('probes', '10'));
 const CHAOS = argv.includes('--chaos');
-const CHURN_ROUTES = 5; // routes each churn worker registers per connection
+const CHURN_ROUTES = 5;
+const RSS_EVERY_MS = Number(arg('rss-every', '10')) * 1000; // routes each churn worker registers per connection
 const SECRET = 'sim-scale-secret';
 const HEARTBEAT_MS = Number(arg('heartbeat', '1000'));
 const LEASE_MS = Number(arg('lease', '5000'));
@@ -180,8 +181,14 @@ async function status(url: string, timeoutMs = 5000): Promise<number> {
   }
 }
 
-/** ms from registering `/probe/<k>` on node `at` until every node answers 200 on it. */
-async function probe(nodes: Node[], at: number, k: number, prefix: string): Promise<number> {
+/**
+ * When the sim's own subscriber to the bus channel first saw a message naming each probe's path (the
+ * sender's delta): splits a probe's time into registration → on the channel, and channel → servable.
+ */
+const seenOnChannel = new Map<string, number>();
+
+/** ms from registering `/probe/<k>` on node `at` until every node answers 200 on it, and until the channel carried it. */
+async function probe(nodes: Node[], at: number, k: number, prefix: string): Promise<{ total: number; toChannel: number }> {
   const worker = await RawWorker.connect(nodes[at]!.engine.workerUrl);
   const fn = `${prefix}probe${k}::fn`;
   worker.send({ type: 'registerfunction', id: fn });
@@ -201,67 +208,109 @@ async function probe(nodes: Node[], at: number, k: number, prefix: string): Prom
     }),
   );
   worker.close().catch(() => undefined);
-  return Math.max(...done) - sentAt;
+  const onChannel = seenOnChannel.get(path);
+  seenOnChannel.delete(path);
+  return { total: Math.max(...done) - sentAt, toChannel: onChannel === undefined ? Number.NaN : onChannel - sentAt };
 }
 
 interface Churner {
   stop(): Promise<void>;
   reconnects(): number;
+  /** Turns skipped because every slot was still reconnecting. */
+  skipped(): number;
   /** Routes currently registered by connected churn workers. */
   live(): string[];
 }
 
-/** `rate` reconnects per second over `slots` churn workers spread over the nodes. */
+/**
+ * `rate` reconnects per second over `slots` churn workers spread over the nodes. A reconnect starts
+ * every 1/rate s on the next slot not already reconnecting, without waiting for the ones in flight: one
+ * at a time, a reconnect's own time (close, connect, register, sync) capped the rate (6.6/s of 10 at N=32).
+ */
 function churn(nodes: () => Node[], rate: number, prefix: string): Churner {
-  const slots = Math.max(4, nodes().length);
+  const slots = Math.max(8, nodes().length);
   const workers: (RawWorker | undefined)[] = new Array(slots).fill(undefined);
   const routes: string[][] = new Array(slots).fill([]);
+  const busy = new Array<boolean>(slots).fill(false);
+  const inFlight = new Set<Promise<void>>();
   let count = 0;
+  let skipped = 0;
   let running = rate > 0;
   let turn = 0;
-  const loop = (async () => {
-    while (running) {
-      const slot = turn++ % slots;
-      const current = nodes();
-      const node = current[slot % current.length]!;
-      await workers[slot]?.close().catch(() => undefined);
-      workers[slot] = undefined;
-      routes[slot] = [];
-      try {
-        const worker = await RawWorker.connect(node.engine.workerUrl);
-        const fn = `${prefix}c${slot}::fn`;
-        worker.send({ type: 'registerfunction', id: fn });
-        worker.serve(fn, () => ({ status_code: 200, body: { ok: true } }));
-        const paths: string[] = [];
-        for (let i = 0; i < CHURN_ROUTES; i++) {
-          const path = `/${prefix}c/${slot}/${i}`;
-          worker.send({ type: 'registertrigger', id: `${prefix}c-${slot}-${i}`, trigger_type: 'http', function_id: fn, config: { api_path: path, http_method: 'GET' } });
-          paths.push(path);
-        }
-        await worker.sync();
-        workers[slot] = worker;
-        routes[slot] = paths;
-        count++;
-        // A worker whose node is killed (chaos) is gone, and so are its routes: no longer live.
-        void worker.closed.then(() => {
-          if (workers[slot] !== worker) return;
-          workers[slot] = undefined;
-          routes[slot] = [];
-        });
-      } catch {
-        // the node was killed (chaos): the next turn tries again
+  const reconnect = async (slot: number): Promise<void> => {
+    const current = nodes();
+    const node = current[slot % current.length]!;
+    await workers[slot]?.close().catch(() => undefined);
+    workers[slot] = undefined;
+    routes[slot] = [];
+    try {
+      const worker = await RawWorker.connect(node.engine.workerUrl);
+      const fn = `${prefix}c${slot}::fn`;
+      worker.send({ type: 'registerfunction', id: fn });
+      worker.serve(fn, () => ({ status_code: 200, body: { ok: true } }));
+      const paths: string[] = [];
+      for (let i = 0; i < CHURN_ROUTES; i++) {
+        const path = `/${prefix}c/${slot}/${i}`;
+        worker.send({ type: 'registertrigger', id: `${prefix}c-${slot}-${i}`, trigger_type: 'http', function_id: fn, config: { api_path: path, http_method: 'GET' } });
+        paths.push(path);
       }
-      await sleep(1000 / rate);
+      await worker.sync();
+      workers[slot] = worker;
+      routes[slot] = paths;
+      count++;
+      // A worker whose node is killed (chaos) is gone, and so are its routes: no longer live.
+      void worker.closed.then(() => {
+        if (workers[slot] !== worker) return;
+        workers[slot] = undefined;
+        routes[slot] = [];
+      });
+    } catch {
+      // the node was killed (chaos): a later turn tries again
+    }
+  };
+  const startedAt = performance.now();
+  const loop = (async () => {
+    for (let tick = 0; running; tick++) {
+      // The next slot not reconnecting; none free means this turn is skipped (counted, printed).
+      let slot = -1;
+      for (let tries = 0; tries < slots && slot === -1; tries++) {
+        const candidate = turn++ % slots;
+        if (!busy[candidate]) slot = candidate;
+      }
+      if (slot === -1) skipped++;
+      else {
+        busy[slot] = true;
+        const task = reconnect(slot).finally(() => {
+          busy[slot] = false;
+          inFlight.delete(task);
+        });
+        inFlight.add(task);
+      }
+      // On a schedule, not after a sleep: a late tick does not lower the rate.
+      const wait = startedAt + ((tick + 1) * 1000) / rate - performance.now();
+      if (wait > 0) await sleep(wait);
     }
   })();
   return {
     reconnects: () => count,
+    skipped: () => skipped,
     live: () => routes.flat(),
     stop: async () => {
       running = false;
       await loop;
+      await Promise.all([...inFlight]);
     },
   };
+}
+
+/** Least-squares slope of MB over minutes (NaN under 3 samples). */
+function slope(series: { min: number; mb: number }[]): number {
+  if (series.length < 3) return Number.NaN;
+  const mx = series.reduce((a, x) => a + x.min, 0) / series.length;
+  const my = series.reduce((a, x) => a + x.mb, 0) / series.length;
+  const sxy = series.reduce((a, x) => a + (x.min - mx) * (x.mb - my), 0);
+  const sxx = series.reduce((a, x) => a + (x.min - mx) ** 2, 0);
+  return sxx === 0 ? Number.NaN : sxy / sxx;
 }
 
 function fmt(values: number[], digits = 0): string {
@@ -272,6 +321,12 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
   const redis = await startRedisServer();
   const info = new Redis(redis.url);
   const cluster = `sim${Math.random().toString(36).slice(2, 7)}`;
+  const spy = new Redis(redis.url);
+  await spy.subscribe(`${cluster}:bus`);
+  spy.on('message', (_channel: string, text: string) => {
+    const at = performance.now();
+    for (const m of text.matchAll(/(\/[pq]probe\/\d+)(?!\d)/g)) if (!seenOnChannel.has(m[1]!)) seenOnChannel.set(m[1]!, at);
+  });
   const nodes: Node[] = [];
   const workers: RawWorker[] = [];
   let steadyStop: (() => Promise<{ ok: number; failed: number; slowest: number; failures: string[] }>) | undefined;
@@ -290,7 +345,8 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
       }
     }
     await sleep(2000); // settle
-    const subscribers = Number((await info.pubsub('NUMSUB', `${cluster}:bus`))[1] ?? n);
+    // The sim's own subscriber (spy) is not counted.
+    const subscribers = Number((await info.pubsub('NUMSUB', `${cluster}:bus`))[1] ?? n + 1) - 1;
 
     // Idle.
     const idleCpu0 = cpuOf(nodes);
@@ -305,8 +361,13 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
 
     // Registrations, one at a time, while otherwise idle: latency and Redis egress per registration.
     const latencies: number[] = [];
+    const toChannel: number[] = [];
     const p0 = await redisSample(info);
-    for (let k = 0; k < PROBES; k++) latencies.push(await probe(nodes, k % n, k, 'p'));
+    for (let k = 0; k < PROBES; k++) {
+      const t = await probe(nodes, k % n, k, 'p');
+      latencies.push(t.total);
+      toChannel.push(t.toChannel);
+    }
     const p1 = await redisSample(info);
     const probeSec = (p1.at - p0.at) / 1000;
     const egressPerReg = (p1.outBytes - p0.outBytes - idle.outBps * probeSec) / PROBES;
@@ -353,6 +414,16 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const cpu0 = cpuOf(nodes);
     const c0 = await redisSample(info);
     const churnLatencies: number[] = [];
+    const churnToChannel: number[] = [];
+    const simCpu0 = process.cpuUsage();
+    // Each node's child RSS every RSS_EVERY_MS under churn (pids kept: a restarted node starts a new series).
+    const rssSeries = nodes.map(() => [] as { min: number; mb: number; pid: number }[]);
+    const sampleRss = (): void => {
+      const min = (performance.now() - c0.at) / 60_000;
+      nodes.forEach((nd, i) => rssSeries[i]!.push({ min, mb: rssMb(nd.childPid), pid: nd.childPid }));
+    };
+    sampleRss();
+    const rssTimer = setInterval(sampleRss, RSS_EVERY_MS);
     const end = Date.now() + SECONDS * 1000;
     let k = PROBES;
     let kills = 0;
@@ -366,12 +437,18 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
         nodes[victim] = restarted;
         workers.push(await bulkWorker(restarted.engine.workerUrl, `k${kills}`, Math.min(perNode, 50)));
       }
-      churnLatencies.push(await probe(nodes, k % n, k, 'q'));
+      const t = await probe(nodes, k % n, k, 'q');
+      churnLatencies.push(t.total);
+      churnToChannel.push(t.toChannel);
       k++;
       await sleep(CHAOS ? 500 : 200);
     }
     const c1 = await redisSample(info);
     const cpu1 = cpuOf(nodes);
+    const simCpu = process.cpuUsage(simCpu0);
+    const reconnected = churner.reconnects();
+    clearInterval(rssTimer);
+    sampleRss();
     await churner.stop();
     const churnSec = (c1.at - c0.at) / 1000;
     const busy = rates(c0, c1, subscribers);
@@ -383,14 +460,31 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     console.log(`\n## N=${n} R=${r} churn=${rate}/s${CHAOS ? ' chaos' : ''}  (load average ${loadavg().map((l) => l.toFixed(2)).join(' ')})`);
     console.log(`registration → servable on every node, idle:  p50 ${pct(latencies, 50).toFixed(0)} ms  p99 ${pct(latencies, 99).toFixed(0)} ms  (${latencies.length} probes)`);
     console.log(`registration → servable on every node, churn: p50 ${pct(churnLatencies, 50).toFixed(0)} ms  p99 ${pct(churnLatencies, 99).toFixed(0)} ms  (${churnLatencies.length} probes)`);
+    const split = (total: number[], channel: number[]): string => {
+      const rest = total.map((t, i) => t - (channel[i] ?? Number.NaN)).filter(Number.isFinite);
+      const ch = channel.filter(Number.isFinite);
+      return `registration → on the channel p50 ${pct(ch, 50).toFixed(0)} p99 ${pct(ch, 99).toFixed(0)} ms; channel → servable everywhere p50 ${pct(rest, 50).toFixed(0)} p99 ${pct(rest, 99).toFixed(0)} ms`;
+    };
+    console.log(`  of which, idle:  ${split(latencies, toChannel)}`);
+    console.log(`  of which, churn: ${split(churnLatencies, churnToChannel)}`);
+    console.log(`the sim's own process (workers, probes' HTTP polling, spy) under churn: ${((simCpu.user + simCpu.system) / 1000 / churnSec).toFixed(0)} ms/s of CPU`);
     console.log(`redis per registration (idle subtracted): egress ${kb(egressPerReg)} KiB  ingress ${kb(ingressPerReg)} KiB`);
     console.log(`redis idle:  ${idle.cmds.toFixed(0)} cmd/s  ${idle.pubs.toFixed(1)} publish/s  ${idle.deliveries.toFixed(0)} deliveries/s  in ${kb(idle.inBps)} KiB/s  out ${kb(idle.outBps)} KiB/s`);
-    console.log(`redis churn: ${busy.cmds.toFixed(0)} cmd/s  ${busy.pubs.toFixed(1)} publish/s  ${busy.deliveries.toFixed(0)} deliveries/s  in ${kb(busy.inBps)} KiB/s  out ${kb(busy.outBps)} KiB/s  (${churner.reconnects()} reconnects in ${churnSec.toFixed(1)} s)`);
+    console.log(`redis churn: ${busy.cmds.toFixed(0)} cmd/s  ${busy.pubs.toFixed(1)} publish/s  ${busy.deliveries.toFixed(0)} deliveries/s  in ${kb(busy.inBps)} KiB/s  out ${kb(busy.outBps)} KiB/s  (${reconnected} reconnects in ${churnSec.toFixed(1)} s: ${(reconnected / churnSec).toFixed(1)}/s of ${rate}/s asked, ${churner.skipped()} turns skipped with every slot busy)`);
     console.log(`node CPU ms/s idle:  ${fmt(idleCpu)}`);
     console.log(`node CPU ms/s churn: ${fmt(busyCpu)}`);
     console.log(`child RSS MB idle:  ${fmt(idleRss)}`);
     console.log(`child RSS MB churn: ${fmt(busyRss)}`);
     console.log(`forward connections per child: ${fmt(links)}`);
+    // RSS growth under churn: first and last sample, and the least-squares slope (all samples, and the second half).
+    const same = rssSeries.map((series, i) => series.filter((x) => x.pid === nodes[i]!.childPid && Number.isFinite(x.mb)));
+    const span = same.map((series) => (series.length < 2 ? 0 : series.at(-1)!.min - series[0]!.min));
+    console.log(`child RSS MB under churn, first sample: ${fmt(same.map((series) => series[0]?.mb ?? Number.NaN))}`);
+    console.log(`child RSS MB under churn, last sample:  ${fmt(same.map((series) => series.at(-1)?.mb ?? Number.NaN))}  (${(Math.max(...span) * 60).toFixed(0)} s apart, every ${RSS_EVERY_MS / 1000} s)`);
+    const slopes = same.map((series) => slope(series));
+    const lateSlopes = same.map((series) => slope(series.slice(Math.floor(series.length / 2))));
+    console.log(`child RSS slope MB/min, whole run:   ${fmt(slopes, 2)}  (max ${Math.max(...slopes.filter(Number.isFinite)).toFixed(2)})`);
+    console.log(`child RSS slope MB/min, second half: ${fmt(lateSlopes, 2)}  (max ${Math.max(...lateSlopes.filter(Number.isFinite)).toFixed(2)})`);
 
     if (CHAOS) {
       // Every route registered at the end (live churn workers) servable on every node within 2 s.
@@ -429,6 +523,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     }
     await Promise.all(nodes.map((nd) => nd.engine.killAll().catch(() => undefined)));
     info.disconnect();
+    spy.disconnect();
     await redis.stop();
   }
 }

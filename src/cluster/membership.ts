@@ -17,6 +17,9 @@ const PUBLISH_COALESCE_MS = 5;
  * A large snapshot also waits this many times what publishing the last one cost here (bounded by
  * PUBLISH_MAX_DELAY_MS): every peer parses and applies each full snapshot, so a burst of 10,000
  * registrations published every 5 ms made the sibling's work grow with the square of the table.
+ * The cost is the CPU time the publish took, not its wall time: on a busy host a publish preempted for
+ * 20 ms made the next one wait the full 200 ms although it had cost well under a millisecond
+ * (docs/scale.md: a registration's time to the channel, N = 32 on 2 cores).
  */
 const PUBLISH_COST_FACTOR = 10;
 const PUBLISH_MAX_DELAY_MS = 200;
@@ -46,7 +49,7 @@ export interface MembershipOptions {
 export class ClusterMembership {
   private endpointValue: PeerEndpoint | undefined;
   private publishTimer: NodeJS.Timeout | undefined;
-  /** What the last publish cost this process (snapshot and send), in ms, and when it ended. */
+  /** What the last publish cost this process (snapshot and send), in ms of CPU, and when it ended. */
   private lastPublishCostMs = 0;
   private lastPublishAt = Number.NEGATIVE_INFINITY;
   private closed = false;
@@ -167,11 +170,12 @@ export class ClusterMembership {
   private publishNow(): void {
     const endpoint = this.endpointValue;
     if (endpoint === undefined || this.closed) return;
-    const started = performance.now();
+    const started = process.cpuUsage();
     const snapshot = this.options.local.snapshot();
     this.options.bus.publish(toWireSnapshot({ ...snapshot, endpoint, publishedAt: Date.now() }));
     this.publishedVersion = snapshot.version;
     this.lastPublishAt = performance.now();
-    this.lastPublishCostMs = this.lastPublishAt - started;
+    const cost = process.cpuUsage(started);
+    this.lastPublishCostMs = (cost.user + cost.system) / 1000;
   }
 }

@@ -1,0 +1,55 @@
+// A peer's publications are coalesced (src/cluster/membership.ts): over 5 ms, or within a burst over
+// ten times what the last publication cost. That cost is CPU time: a publication that waited for a core
+// (here: blocked without using one) must not delay the next by ten times its wall time.
+import pino from 'pino';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Bus, BusHandlers } from '../../src/bus/bus.js';
+import type { WireSnapshot } from '../../src/bus/wire-snapshot.js';
+import { ClusterMembership } from '../../src/cluster/membership.js';
+import type { MembershipOptions } from '../../src/cluster/membership.js';
+import type { OwnerSnapshot } from '../../src/routing/registrations.js';
+
+/** Blocks this thread for `ms` of wall time without using the CPU. */
+function blockWithoutCpu(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+describe('ClusterMembership publication coalescing', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('delays the next publication in a burst by the CPU the last one cost, not its wall time', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const published: WireSnapshot[] = [];
+    const bus: Bus = {
+      synced: true,
+      start: (_handlers: BusHandlers) => Promise.resolve(),
+      publish: (snapshot: WireSnapshot) => void published.push(snapshot),
+      close: () => Promise.resolve(),
+    } as unknown as Bus;
+    let version = 0;
+    let stallMs = 0;
+    const local = {
+      ownerId: 'n1/0/1',
+      snapshot: (): OwnerSnapshot => {
+        blockWithoutCpu(stallMs); // a publish preempted on a busy host: wall time, no CPU
+        return { ownerId: 'n1/0/1', version: ++version, functions: [], triggers: [] };
+      },
+    };
+    const membership = new ClusterMembership({ bus, local, logger: pino({ level: 'silent' }) } as unknown as MembershipOptions);
+    await membership.join({ nodeId: 'n1', host: '127.0.0.1', port: 1 });
+    expect(published).toHaveLength(1);
+
+    stallMs = 60; // this publication takes 60 ms of wall time and next to no CPU
+    membership.localChanged();
+    vi.advanceTimersByTime(5);
+    expect(published).toHaveLength(2);
+
+    stallMs = 0;
+    membership.localChanged(); // within the burst: waits 10 × the last publication's cost, at least 5 ms
+    vi.advanceTimersByTime(100); // under wall time the wait was min(200, 10 × 60) = 200 ms
+    expect(published).toHaveLength(3);
+    await membership.leave();
+  });
+});
