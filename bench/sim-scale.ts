@@ -171,7 +171,11 @@ async function bulkWorker(url: string, prefix: string, count: number): Promise<R
   return worker;
 }
 
+/** HTTP requests the sim sent to the nodes (probes' polling, checks), for the polling rate printed. */
+let requestsSent = 0;
+
 async function status(url: string, timeoutMs = 5000): Promise<number> {
+  requestsSent++;
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     await res.arrayBuffer();
@@ -350,13 +354,16 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
 
     // Idle.
     const idleCpu0 = cpuOf(nodes);
+    const idleCpuChild0 = nodes.map((nd) => cpuMs(nd.childPid));
     const idleR0 = await redisSample(info);
     await sleep(IDLE_SECONDS * 1000);
     const idleR1 = await redisSample(info);
     const idleCpu1 = cpuOf(nodes);
+    const idleCpuChild1 = nodes.map((nd) => cpuMs(nd.childPid));
     const idleSec = (idleR1.at - idleR0.at) / 1000;
     const idle = rates(idleR0, idleR1, subscribers);
     const idleCpu = cpuRate(idleCpu0, idleCpu1, idleSec);
+    const idleChild = idleCpuChild1.map((ms, i) => (ms - (idleCpuChild0[i] ?? 0)) / idleSec);
     const idleRss = nodes.map((nd) => rssMb(nd.childPid));
 
     // Registrations, one at a time, while otherwise idle: latency and Redis egress per registration.
@@ -416,6 +423,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const churnLatencies: number[] = [];
     const churnToChannel: number[] = [];
     const simCpu0 = process.cpuUsage();
+    const requests0 = requestsSent;
     // Each node's child RSS every RSS_EVERY_MS under churn (pids kept: a restarted node starts a new series).
     const rssSeries = nodes.map(() => [] as { min: number; mb: number; pid: number }[]);
     const sampleRss = (): void => {
@@ -446,6 +454,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const c1 = await redisSample(info);
     const cpu1 = cpuOf(nodes);
     const simCpu = process.cpuUsage(simCpu0);
+    const requests1 = requestsSent;
     const reconnected = churner.reconnects();
     clearInterval(rssTimer);
     sampleRss();
@@ -467,11 +476,12 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     };
     console.log(`  of which, idle:  ${split(latencies, toChannel)}`);
     console.log(`  of which, churn: ${split(churnLatencies, churnToChannel)}`);
-    console.log(`the sim's own process (workers, probes' HTTP polling, spy) under churn: ${((simCpu.user + simCpu.system) / 1000 / churnSec).toFixed(0)} ms/s of CPU`);
+    console.log(`the sim's own process (workers, probes' HTTP polling, spy) under churn: ${((simCpu.user + simCpu.system) / 1000 / churnSec).toFixed(0)} ms/s of CPU; HTTP requests to the nodes ${((requests1 - requests0) / churnSec).toFixed(0)}/s (${((requests1 - requests0) / churnSec / n).toFixed(0)}/s per node)`);
     console.log(`redis per registration (idle subtracted): egress ${kb(egressPerReg)} KiB  ingress ${kb(ingressPerReg)} KiB`);
     console.log(`redis idle:  ${idle.cmds.toFixed(0)} cmd/s  ${idle.pubs.toFixed(1)} publish/s  ${idle.deliveries.toFixed(0)} deliveries/s  in ${kb(idle.inBps)} KiB/s  out ${kb(idle.outBps)} KiB/s`);
     console.log(`redis churn: ${busy.cmds.toFixed(0)} cmd/s  ${busy.pubs.toFixed(1)} publish/s  ${busy.deliveries.toFixed(0)} deliveries/s  in ${kb(busy.inBps)} KiB/s  out ${kb(busy.outBps)} KiB/s  (${reconnected} reconnects in ${churnSec.toFixed(1)} s: ${(reconnected / churnSec).toFixed(1)}/s of ${rate}/s asked, ${churner.skipped()} turns skipped with every slot busy)`);
-    console.log(`node CPU ms/s idle:  ${fmt(idleCpu)}`);
+    console.log(`node CPU ms/s idle:  ${fmt(idleCpu)}  (${idleSec.toFixed(0)} s)`);
+    console.log(`  of which the child: ${fmt(idleChild)}`);
     console.log(`node CPU ms/s churn: ${fmt(busyCpu)}`);
     console.log(`child RSS MB idle:  ${fmt(idleRss)}`);
     console.log(`child RSS MB churn: ${fmt(busyRss)}`);
