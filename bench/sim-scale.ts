@@ -47,6 +47,9 @@ const LEASE_MS = Number(arg('lease', '5000'));
 // `--profile-dir`, default .bench-results/profiles, when it is stopped at the end of each scenario).
 const PROFILE_NODE = argv.includes('--profile') ? Number(arg('profile', '0')) : -1;
 const PROFILE_DIR = resolve(arg('profile-dir', '.bench-results/profiles'));
+// `--trace-gc K`: node K runs with --trace-gc; its child's heap after each full (mark-compact) GC under
+// churn is printed: the live heap, which RSS (sized by the GC's own heuristics) only bounds from above.
+const TRACE_GC_NODE = argv.includes('--trace-gc') ? Number(arg('trace-gc', '0')) : -1;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -122,6 +125,7 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
     logLevel: 'warn',
     readyTimeoutMs: 120_000,
     ...(index === PROFILE_NODE ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] } : {}),
+    ...(index === TRACE_GC_NODE ? { nodeArgs: ['--trace-gc'] } : {}),
   });
   const primaryPid = engine.child.pid ?? 0;
   return { index, engine, primaryPid, childPid: childOf(primaryPid) };
@@ -491,9 +495,31 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const span = same.map((series) => (series.length < 2 ? 0 : series.at(-1)!.min - series[0]!.min));
     console.log(`child RSS MB under churn, first sample: ${fmt(same.map((series) => series[0]?.mb ?? Number.NaN))}`);
     console.log(`child RSS MB under churn, last sample:  ${fmt(same.map((series) => series.at(-1)?.mb ?? Number.NaN))}  (${(Math.max(...span) * 60).toFixed(0)} s apart, every ${RSS_EVERY_MS / 1000} s)`);
+    // The curve: median and max across nodes, once a minute (runs of a minute or more).
+    const minutes = Math.floor(Math.max(...span));
+    if (minutes >= 1) {
+      const at = (m: number): string => {
+        const values = same.map((series) => series.find((x) => x.min - series[0]!.min >= m - 1e-9)?.mb ?? Number.NaN).filter(Number.isFinite);
+        return `${pct(values, 50).toFixed(0)} (${Math.max(...values).toFixed(0)})`;
+      };
+      console.log(`child RSS MB under churn, median (max) across nodes, each minute: ${Array.from({ length: minutes + 1 }, (_, m) => at(m)).join(', ')}`);
+    }
     const slopes = same.map((series) => slope(series));
     const lateSlopes = same.map((series) => slope(series.slice(Math.floor(series.length / 2))));
     console.log(`child RSS slope MB/min, whole run:   ${fmt(slopes, 2)}  (max ${Math.max(...slopes.filter(Number.isFinite)).toFixed(2)})`);
+    const traced = nodes.find((nd) => nd.index === TRACE_GC_NODE);
+    if (traced !== undefined) {
+      // `[pid:0x…]  123456 ms: Mark-Compact 45.2 (60.1) -> 40.3 (61.2) MB, …` of the child (ms since it started).
+      const fulls = traced.engine.stdout.lines
+        .filter((line) => line.startsWith(`[${traced.childPid}:`))
+        .map((line) => /\s(\d+) ms: Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB/.exec(line))
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => ({ min: Number(m[1]) / 60_000, mb: Number(m[2]) }));
+      const last = fulls.slice(-Math.max(1, Math.floor(fulls.length / 2)));
+      console.log(
+        `node ${TRACE_GC_NODE} child heap after each full GC, MB (${fulls.length} over its life): first ${fmt(fulls.slice(0, 5).map((f) => f.mb), 1)} … last ${fmt(fulls.slice(-5).map((f) => f.mb), 1)}; slope ${slope(fulls).toFixed(2)} MB/min over its life, ${slope(last).toFixed(2)} MB/min over the later half`,
+      );
+    }
     console.log(`child RSS slope MB/min, second half: ${fmt(lateSlopes, 2)}  (max ${Math.max(...lateSlopes.filter(Number.isFinite)).toFixed(2)})`);
 
     if (CHAOS) {
