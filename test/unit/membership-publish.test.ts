@@ -27,7 +27,7 @@ describe('ClusterMembership publication coalescing', () => {
       start: (_handlers: BusHandlers) => Promise.resolve(),
       publish: (snapshot: WireSnapshot) => void published.push(snapshot),
       close: () => Promise.resolve(),
-    } as unknown as Bus;
+    };
     let version = 0;
     let stallMs = 0;
     const local = {
