@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { checkJson } from './json-check.js';
 
 /**
  * Reading and decoding request bodies (docs/http.md#bodies). Reading is bounded by the body limit
@@ -102,28 +103,6 @@ export type BodyDecodeResult = { ok: true; body: unknown } | { ok: true; json: s
  */
 export const MAX_JSON_DEPTH = 512;
 
-/** Nesting depth of valid JSON text, counted up to `max`: brackets outside strings. */
-function nestsDeeperThan(text: string, max: number): boolean {
-  // A text of n characters cannot nest deeper than n / 2.
-  if (text.length <= 2 * max) return false;
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) {
-      inString = true;
-    } else if (c === 0x5b || c === 0x7b) {
-      if (++depth > max) return true;
-    } else if (c === 0x5d || c === 0x7d) {
-      depth--;
-    }
-  }
-  return false;
-}
-
 function mediaType(contentType: string | undefined): string {
   if (contentType === undefined) return '';
   const semi = contentType.indexOf(';');
@@ -142,12 +121,10 @@ export function decodeBody(bytes: Buffer, contentType: string | undefined): Body
   const kind = bodyKind(contentType);
   if (kind === 'json') {
     const text = bytes.toString('utf8');
-    try {
-      JSON.parse(text);
-    } catch {
-      return { ok: false, code: 'INVALID_JSON' };
-    }
-    if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+    // Checked without building the value: the text is what travels on (the parse result was dropped).
+    const check = checkJson(text, MAX_JSON_DEPTH);
+    if (check === 'invalid') return { ok: false, code: 'INVALID_JSON' };
+    if (check === 'too_deep') {
       return { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
     }
     return { ok: true, json: text };
