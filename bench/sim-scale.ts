@@ -92,6 +92,16 @@ function rssMb(pid: number): number {
   }
 }
 
+/** RssAnon and RssFile of a process, MB. */
+function rssParts(pid: number): number[] {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    return ['RssAnon', 'RssFile'].map((key) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1]) / 1024);
+  } catch {
+    return [Number.NaN, Number.NaN];
+  }
+}
+
 interface RedisSample {
   at: number;
   inBytes: number;
@@ -194,6 +204,8 @@ async function status(url: string, timeoutMs = 5000): Promise<number> {
  * sender's delta): splits a probe's time into registration → on the channel, and channel → servable.
  */
 const seenOnChannel = new Map<string, number>();
+/** The probe paths being waited for: a later message naming one (its worker's departure) is not noted. */
+const awaitingChannel = new Set<string>();
 
 /** ms from registering `/probe/<k>` on node `at` until every node answers 200 on it, and until the channel carried it. */
 async function probe(nodes: Node[], at: number, k: number, prefix: string): Promise<{ total: number; toChannel: number }> {
@@ -203,6 +215,7 @@ async function probe(nodes: Node[], at: number, k: number, prefix: string): Prom
   worker.serve(fn, () => ({ status_code: 200, body: { ok: true } }));
   await worker.sync();
   const path = `/${prefix}probe/${k}`;
+  awaitingChannel.add(path);
   const sentAt = performance.now();
   worker.send({ type: 'registertrigger', id: `${prefix}probe-${k}`, trigger_type: 'http', function_id: fn, config: { api_path: path, http_method: 'GET' } });
   const done = await Promise.all(
@@ -218,6 +231,7 @@ async function probe(nodes: Node[], at: number, k: number, prefix: string): Prom
   worker.close().catch(() => undefined);
   const onChannel = seenOnChannel.get(path);
   seenOnChannel.delete(path);
+  awaitingChannel.delete(path);
   return { total: Math.max(...done) - sentAt, toChannel: onChannel === undefined ? Number.NaN : onChannel - sentAt };
 }
 
@@ -333,7 +347,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
   await spy.subscribe(`${cluster}:bus`);
   spy.on('message', (_channel: string, text: string) => {
     const at = performance.now();
-    for (const m of text.matchAll(/(\/[pq]probe\/\d+)(?!\d)/g)) if (!seenOnChannel.has(m[1]!)) seenOnChannel.set(m[1]!, at);
+    for (const m of text.matchAll(/(\/[pq]probe\/\d+)(?!\d)/g)) if (awaitingChannel.has(m[1]!) && !seenOnChannel.has(m[1]!)) seenOnChannel.set(m[1]!, at);
   });
   const nodes: Node[] = [];
   const workers: RawWorker[] = [];
@@ -435,6 +449,8 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
       nodes.forEach((nd, i) => rssSeries[i]!.push({ min, mb: rssMb(nd.childPid), pid: nd.childPid }));
     };
     sampleRss();
+    const tracedNode = nodes.find((nd) => nd.index === TRACE_GC_NODE);
+    const rssParts0 = tracedNode === undefined ? [] : rssParts(tracedNode.childPid);
     const rssTimer = setInterval(sampleRss, RSS_EVERY_MS);
     const end = Date.now() + SECONDS * 1000;
     let k = PROBES;
@@ -512,13 +528,15 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
       // `[pid:0x…]  123456 ms: Mark-Compact 45.2 (60.1) -> 40.3 (61.2) MB, …` of the child (ms since it started).
       const fulls = traced.engine.stdout.lines
         .filter((line) => line.startsWith(`[${traced.childPid}:`))
-        .map((line) => /\s(\d+) ms: Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \([\d.]+\) MB/.exec(line))
+        .map((line) => /\s(\d+) ms: Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \(([\d.]+)\) MB/.exec(line))
         .filter((m): m is RegExpExecArray => m !== null)
-        .map((m) => ({ min: Number(m[1]) / 60_000, mb: Number(m[2]) }));
+        .map((m) => ({ min: Number(m[1]) / 60_000, mb: Number(m[2]), committed: Number(m[3]) }));
       const last = fulls.slice(-Math.max(1, Math.floor(fulls.length / 2)));
       console.log(
         `node ${TRACE_GC_NODE} child heap after each full GC, MB (${fulls.length} over its life): first ${fmt(fulls.slice(0, 5).map((f) => f.mb), 1)} … last ${fmt(fulls.slice(-5).map((f) => f.mb), 1)}; slope ${slope(fulls).toFixed(2)} MB/min over its life, ${slope(last).toFixed(2)} MB/min over the later half`,
       );
+      // The heap V8 keeps committed after those GCs (the parenthesised size): what of the RSS is the JS heap's.
+      console.log(`node ${TRACE_GC_NODE} child committed heap after each full GC, MB: first ${fmt(fulls.slice(0, 5).map((f) => f.committed), 1)} … last ${fmt(fulls.slice(-5).map((f) => f.committed), 1)}; ${fmt(rssParts0)} → ${fmt(rssParts(traced.childPid))} MB (RssAnon/RssFile) from the start of churn to its end`);
     }
     console.log(`child RSS slope MB/min, second half: ${fmt(lateSlopes, 2)}  (max ${Math.max(...lateSlopes.filter(Number.isFinite)).toFixed(2)})`);
 
