@@ -25,12 +25,14 @@ interface ReceiverInternals {
   _bufferedBytes: number;
   _buffers: readonly Buffer[];
   _fragments: readonly Buffer[];
+  /** ws's running sum of `_fragments`' lengths (set as each fragment is pushed, 0 when a message ends). */
+  _messageLength: number;
   writableLength: number;
 }
 
 function receiverOf(ws: WebSocket): ReceiverInternals | undefined {
   const receiver = (ws as unknown as { _receiver?: Partial<ReceiverInternals> })._receiver;
-  if (receiver === undefined || typeof receiver._bufferedBytes !== 'number' || !Array.isArray(receiver._buffers) || !Array.isArray(receiver._fragments)) return undefined;
+  if (receiver === undefined || typeof receiver._bufferedBytes !== 'number' || typeof receiver._messageLength !== 'number' || !Array.isArray(receiver._buffers) || !Array.isArray(receiver._fragments)) return undefined;
   return receiver as ReceiverInternals;
 }
 
@@ -43,9 +45,9 @@ function receiverOf(ws: WebSocket): ReceiverInternals | undefined {
 export function partialFrameBytes(ws: WebSocket): number | undefined {
   const receiver = receiverOf(ws);
   if (receiver === undefined) return undefined;
-  let bytes = receiver._bufferedBytes + receiver.writableLength + (receiver._buffers.length + receiver._fragments.length) * CHUNK_COST_BYTES;
-  for (const fragment of receiver._fragments) bytes += fragment.length;
-  return bytes;
+  // ws keeps the fragments' total itself (`_messageLength`): summing them here on every read was
+  // quadratic in the number of fragments (up to max(1024, max_frame_bytes / 1 KiB) per message).
+  return receiver._bufferedBytes + receiver.writableLength + receiver._messageLength + (receiver._buffers.length + receiver._fragments.length) * CHUNK_COST_BYTES;
 }
 
 interface Holder {

@@ -104,10 +104,18 @@ describe('PartialFrameBudget', () => {
     // Pongs between fragments are read and leave the fragment counted.
     await new Promise((r) => setTimeout(r, 100));
     expect(h.budget.held).toBeGreaterThanOrEqual(MiB);
+    // More fragments, a pong between each: the count reads ws's running total of the fragments
+    // (`_messageLength`, pinned here against the fragments themselves) rather than summing them.
+    for (let i = 0; i < 8; i++) client.socket.write(Buffer.concat([frameHeader(KiB, 'continuation', false), Buffer.alloc(KiB), PONG]));
+    await until(() => h.budget.held >= MiB + 8 * KiB, 'the fragments counted');
+    const receiver = (h.sockets[0] as unknown as { _receiver: { _fragments: Buffer[]; _messageLength: number } })._receiver;
+    expect(receiver._fragments.length).toBeGreaterThan(1);
+    expect(receiver._messageLength).toBe(receiver._fragments.reduce((sum, f) => sum + f.length, 0));
+    expect(receiver._messageLength).toBe(MiB + 8 * KiB);
     client.socket.write(Buffer.concat([frameHeader(KiB, 'continuation', true), Buffer.alloc(KiB)]));
     await until(() => h.messages.length === 1, 'the message complete');
     await until(() => h.budget.held === 0, 'nothing counted');
-    expect(h.messages).toEqual([MiB + KiB]);
+    expect(h.messages).toEqual([MiB + 9 * KiB]);
   });
 
   it('past the budget closes the socket whose unfinished message is oldest, and forgets closed sockets', async () => {
