@@ -45,6 +45,8 @@ import type { Tracing } from './observability/tracing.js';
 import { createTracing } from './observability/tracing.js';
 import { ModuleHost } from './modules/module-host.js';
 import type { IpcChannel } from './bus/ipc-channel.js';
+import type { MemoryBound } from './workers/memory-bound.js';
+import { engineMemoryBound } from './workers/memory-bound.js';
 
 /** What makes an engine a cluster peer: who it is, how it syncs, where peers reach it. */
 export interface EngineClusterOptions {
@@ -83,6 +85,8 @@ export interface EnginePorts {
 type Phase = 'created' | 'starting' | 'running' | 'closing' | 'closed';
 
 const DEFAULT_DRAIN_GRACE_MS = 10_000;
+
+const mib = (bytes: number): number => Math.round((bytes / (1024 * 1024)) * 10) / 10;
 
 /** One engine process wired together: start() in order, close() in reverse. */
 export class Engine {
@@ -186,6 +190,7 @@ export class Engine {
       clusterWorkers: () => clusterWorkerCount(this.table.snapshotsHeld()),
       routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),
       busSynced: () => this.busSynced(),
+      memoryBoundBytes: () => this.memoryBound().bytes,
     });
     this.tracing = createTracing(config.observability, logger.child({ module: 'tracing' }), this.metrics);
     this.relay = workerTelemetryRelay(config.observability, logger.child({ module: 'telemetry' }), this.metrics);
@@ -343,12 +348,27 @@ export class Engine {
       const workers = await this.workerServer.start();
       for (const server of this.extraWorkerServers) await server.start();
       const http = await this.httpServer.start();
+      const bound = this.memoryBound();
+      this.options.logger.info(
+        { boundMiB: mib(bound.bytes), processes: this.processCount(), fixedMiB: mib(bound.fixedBytes), perProcessMiB: mib(bound.perProcessBytes), termsMiB: Object.fromEntries(Object.entries(bound.terms).map(([term, bytes]) => [term, mib(bytes)])) },
+        'memory bound: what the restricted listeners\' workers can make this process hold (docs/security.md#what-one-process-can-be-made-to-hold)',
+      );
       this.phase = 'running';
       return { http, workers, ...(forward === undefined ? {} : { forward }) };
     } catch (err) {
       await this.close();
       throw err;
     }
+  }
+
+  /** Engine processes whose registrations this one holds: itself and every peer in its table. */
+  private processCount(): number {
+    return this.table.ownerVersions().size + 1;
+  }
+
+  /** This process's memory bound at the cluster's current size. */
+  private memoryBound(): MemoryBound {
+    return engineMemoryBound(this.options.config.workers, Math.max(this.processCount(), this.options.config.cluster.processes));
   }
 
   private async startCluster(): Promise<PeerEndpoint | undefined> {

@@ -41,9 +41,26 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))`;
 
+/**
+ * Takes out of the liveness set the members not refreshed for ARGV[1] ms (Redis server time): peers
+ * gone long enough that every process has had many sweeps to see them lapse.
+ */
+const FORGET_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))`;
+
+/**
+ * A lapsed peer stays in the liveness set this many leases, so that every process's sweep finds it
+ * (each removes it from its own table). Taken out at once by the first sweeper, it was removed by
+ * that process only: the others kept the dead peer's routes (test/integration/bus-expiry.test.ts).
+ */
+export const FORGET_AFTER_LEASES = 10;
+
 interface Scripted {
   syHeartbeat(key: string, log: string, alive: string, peerId: string, leaseMs: number, aliveTtlMs: number): Promise<number>;
   syExpired(alive: string, leaseMs: number, batch: number): Promise<string[]>;
+  syForget(alive: string, olderThanMs: number): Promise<number>;
 }
 
 const scripted = new WeakSet<Redis>();
@@ -51,6 +68,7 @@ function scripts(cmd: Redis): Scripted {
   if (!scripted.has(cmd)) {
     cmd.defineCommand('syHeartbeat', { numberOfKeys: 3, lua: HEARTBEAT_LUA });
     cmd.defineCommand('syExpired', { numberOfKeys: 1, lua: EXPIRED_LUA });
+    cmd.defineCommand('syForget', { numberOfKeys: 1, lua: FORGET_LUA });
     scripted.add(cmd);
   }
   return cmd as unknown as Scripted;
@@ -127,8 +145,12 @@ export class RedisPeerStore {
     return (await cmd.exists(this.keys.peerKey(peerId))) === 1;
   }
 
+  /**
+   * Lapsed peers were found (`peerIds`): the liveness set forgets those, and any other member, not
+   * refreshed for FORGET_AFTER_LEASES leases; until then every process's sweep still finds them.
+   */
   async forget(cmd: Redis, peerIds: readonly string[]): Promise<void> {
-    if (peerIds.length > 0) await cmd.zrem(this.keys.aliveKey, ...peerIds);
+    if (peerIds.length > 0) await scripts(cmd).syForget(this.keys.aliveKey, this.leaseMs * FORGET_AFTER_LEASES);
   }
 
   /** Announces the version Redis holds for us: sent once after a burst of changes, not every interval. */

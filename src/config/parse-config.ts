@@ -16,6 +16,7 @@ import {
   topLevelSchema,
   workerModuleSchema,
   MATCH_PATTERN,
+  listenerDefaults,
 } from './schema.js';
 import type {
   AdminModuleInput,
@@ -308,16 +309,21 @@ function toAdminConfig(admin: AdminModuleInput): AdminConfig {
 }
 
 function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): WorkersConfig {
+  const defaults = listenerDefaults(workers.rbac !== undefined);
+  const maxQueuedBytes = workers.max_queued_bytes ?? defaults.maxQueuedBytes;
+  const maxListenerRegistrationBytes = workers.max_listener_registration_bytes ?? defaults.maxListenerRegistrationBytes;
   return {
     host: workers.host,
     port: workers.port ?? topLevelPort,
     maxFrameBytes: workers.max_frame_bytes,
-    maxConnections: workers.max_connections,
+    maxConnections: workers.max_connections ?? defaults.maxConnections,
     maxUnauthenticatedConnections: workers.max_unauthenticated_connections,
-    // Unset: room for two of the listener's largest frames, for one worker's largest queue, and for four of its largest calls.
+    // Unset: room for two of the listener's largest frames, for one worker's largest queue, and for
+    // four of its largest calls (one on a listener with rbac).
     maxPartialFrameBytes: workers.max_partial_frame_bytes ?? 2 * workers.max_frame_bytes,
-    maxListenerQueuedBytes: workers.max_listener_queued_bytes ?? workers.max_queued_bytes,
-    maxListenerCallBytes: workers.max_listener_call_bytes ?? 4 * workers.max_frame_bytes,
+    maxListenerQueuedBytes: workers.max_listener_queued_bytes ?? maxQueuedBytes,
+    maxListenerCallBytes: workers.max_listener_call_bytes ?? defaults.listenerCallFrames * workers.max_frame_bytes,
+    ...(maxListenerRegistrationBytes === undefined ? {} : { maxListenerRegistrationBytes }),
     maxChannelFrameBytes: workers.max_channel_frame_bytes,
     maxChannelBufferBytes: workers.max_channel_buffer_bytes,
     reconnectGraceMs: workers.reconnect_grace_ms,
@@ -331,9 +337,9 @@ function toWorkersConfig(workers: WorkerModuleInput, topLevelPort: number): Work
       maxRegistrations: workers.max_registrations,
       maxCallsInFlight: workers.max_calls_in_flight,
       maxFramesPerSecond: workers.max_frames_per_second,
-      maxQueuedBytes: workers.max_queued_bytes,
+      maxQueuedBytes,
       maxChannelsPerWorker: workers.max_channels_per_worker,
-      maxChannels: workers.max_channels,
+      maxChannels: workers.max_channels ?? defaults.maxChannels,
     },
     extraListeners: [],
   };

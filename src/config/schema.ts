@@ -192,8 +192,8 @@ export const workerModuleSchema = z
     max_queued_bytes: z
       .int()
       .min(65536)
-      .default(67108864)
-      .describe('Bytes the engine may have queued for one worker that is not reading them; a worker past it is closed (1008) and its calls fail over, so a stalled worker cannot grow the engine\'s memory'),
+      .optional()
+      .describe('Bytes the engine may have queued for one worker that is not reading them; a worker past it is closed (1008) and its calls fail over, so a stalled worker cannot grow the engine\'s memory. Unset: 64 MiB, or 16 MiB on a listener with `rbac`'),
     max_channels_per_worker: z
       .int()
       .min(1)
@@ -202,8 +202,8 @@ export const workerModuleSchema = z
     max_channels: z
       .int()
       .min(1)
-      .default(256)
-      .describe('Most channels from `engine::channels::create` the workers of this listener may have open at once, together; more are answered with `too_many_channels`'),
+      .optional()
+      .describe('Most channels from `engine::channels::create` the workers of this listener may have open at once, together, in each engine process; more are answered with `too_many_channels`. Unset: 256, or 32 on a listener with `rbac`'),
     max_channel_frame_bytes: z
       .int()
       .min(65536)
@@ -217,8 +217,8 @@ export const workerModuleSchema = z
     max_connections: z
       .int()
       .min(1)
-      .default(1024)
-      .describe('Most WebSocket connections (`/` and `/otel`, authenticated or not) this listener holds in each engine process; a further upgrade is answered 503 `TOO_MANY_CONNECTIONS` before the handshake (counted in switchyard_worker_limit_hits_total{reason="connections"}). Channel sockets are bounded by the channels instead'),
+      .optional()
+      .describe('Most WebSocket connections (`/` and `/otel`, authenticated or not) this listener holds in each engine process; a further upgrade is answered 503 `TOO_MANY_CONNECTIONS` before the handshake (counted in switchyard_worker_limit_hits_total{reason="connections"}). Channel sockets are bounded by the channels instead. Connections not yet upgraded (plain HTTP, or an upgrade request still arriving) are bounded by the same number, separately ({reason="pending_connections"}). Unset: 1,024, or 256 on a listener with `rbac`'),
     max_unauthenticated_connections: z
       .int()
       .min(1)
@@ -238,7 +238,12 @@ export const workerModuleSchema = z
       .int()
       .min(1024)
       .optional()
-      .describe('Bytes the calls the workers of this listener have in flight through the engine may hold together, in each engine process (each counted by the size of its frame: its payload stays until it is answered); a call past it is answered at once with `too_many_calls` ({reason="listener_call_bytes"}). At least `max_frame_bytes`; unset: four times `max_frame_bytes` (64 MiB)'),
+      .describe('Bytes the calls the workers of this listener have in flight through the engine may hold together, in each engine process (each counted by the size of its frame: its payload stays until it is answered); a call past it is answered at once with `too_many_calls` ({reason="listener_call_bytes"}). At least `max_frame_bytes`; unset: four times `max_frame_bytes` (64 MiB), or `max_frame_bytes` on a listener with `rbac`'),
+    max_listener_registration_bytes: z
+      .int()
+      .min(1024)
+      .optional()
+      .describe('Bytes (JSON) the workers of this listener may register together in each engine process; a registration past it is refused ({reason="listener_registration_bytes"}). Every engine process holds every process\'s registrations, so this bounds what the listener\'s tenants put into each process: one budget per process in the cluster. Unset: 1 MiB on a listener with `rbac`; without `rbac`, only the 16 MiB of all the process\'s workers together'),
     host: host().default('0.0.0.0').describe('Address the worker WebSocket listener binds'),
     handshake_timeout_ms: z
       .int()
@@ -288,10 +293,10 @@ export const workerModuleSchema = z
     error: 'must be at least twice max_frame_bytes, or a single largest frame could be refused',
     when: (payload) => numericFields(payload.value, 'max_frame_bytes', 'max_partial_frame_bytes'),
   })
-  .refine((workers) => workers.max_listener_queued_bytes === undefined || workers.max_listener_queued_bytes >= workers.max_queued_bytes, {
+  .refine((workers) => workers.max_listener_queued_bytes === undefined || workers.max_listener_queued_bytes >= (workers.max_queued_bytes ?? listenerDefaults(workers.rbac !== undefined).maxQueuedBytes), {
     path: ['max_listener_queued_bytes'],
     error: 'must be at least max_queued_bytes',
-    when: (payload) => numericFields(payload.value, 'max_queued_bytes', 'max_listener_queued_bytes'),
+    when: (payload) => numericFields(payload.value, 'max_listener_queued_bytes'),
   })
   .refine((workers) => workers.max_listener_call_bytes === undefined || workers.max_listener_call_bytes >= workers.max_frame_bytes, {
     path: ['max_listener_call_bytes'],
@@ -300,6 +305,17 @@ export const workerModuleSchema = z
   })
   .describe('The WebSocket listener that iii-sdk workers connect to. Each further `iii-worker-manager` entry opens another listener with a `port` of its own and its own `auth_token`, `rbac`, `middleware_function_id` and limits (iii\'s RBAC listeners; docs/security.md); reconnect grace is the first entry\'s')
 
+
+/**
+ * The defaults of the per-listener budgets that differ on a listener with `rbac` (a restricted one,
+ * open to tenants): lower there, so that what a tenant can make a process hold has a bound worth
+ * stating (docs/security.md#what-one-process-can-be-made-to-hold; src/workers/memory-bound.ts).
+ */
+export function listenerDefaults(restricted: boolean): { maxQueuedBytes: number; maxChannels: number; maxConnections: number; listenerCallFrames: number; maxListenerRegistrationBytes: number | undefined } {
+  return restricted
+    ? { maxQueuedBytes: 16 * 1024 * 1024, maxChannels: 32, maxConnections: 256, listenerCallFrames: 1, maxListenerRegistrationBytes: 1024 * 1024 }
+    : { maxQueuedBytes: 64 * 1024 * 1024, maxChannels: 256, maxConnections: 1024, listenerCallFrames: 4, maxListenerRegistrationBytes: undefined };
+}
 
 function numericFields(value: unknown, ...keys: string[]): boolean {
   if (typeof value !== 'object' || value === null) return false;

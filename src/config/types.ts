@@ -86,6 +86,8 @@ export interface WorkersConfig {
   maxListenerQueuedBytes: number;
   /** What the calls this listener's workers have in flight may hold, in each process. */
   maxListenerCallBytes: number;
+  /** What this listener's workers may register together in each process (JSON); unset: only the process's budget. */
+  maxListenerRegistrationBytes?: number;
   authToken?: string;
   /** iii's listener middleware: every call a worker on this listener makes goes to it instead. */
   middlewareFunctionId?: string;

@@ -35,6 +35,22 @@ export interface MetricSources {
   routeWorkers(): readonly { method: string; route: string; workers: number }[];
   /** This process's view of the cluster is in sync (false during a Redis outage). */
   busSynced(): boolean;
+  /** This process's memory bound at the cluster's current size (src/workers/memory-bound.ts). */
+  memoryBoundBytes(): number;
+}
+
+/** `switchyard_memory_bound_bytes{pid}`: one series per process, so the primary's /metrics shows each child's. */
+function memoryBoundGauge(registers: Registry[], bound: () => number): void {
+  new Gauge({
+    name: 'switchyard_memory_bound_bytes',
+    help: 'The RSS the workers of this process\'s restricted (rbac) listeners can make it reach at every limit at once, computed from the config and the number of engine processes in the cluster (docs/security.md#what-one-process-can-be-made-to-hold); one series per process',
+    labelNames: ['pid'],
+    registers,
+    collect() {
+      this.reset();
+      this.set({ pid: String(process.pid) }, bound());
+    },
+  });
 }
 
 /** How a streamed HTTP response ended (docs/streaming.md). */
@@ -97,6 +113,7 @@ export class EngineMetrics {
       registers,
       collect: () => this.dropStaleRoutes(),
     });
+    memoryBoundGauge(registers, () => sources.memoryBoundBytes());
     new Gauge({ name: 'switchyard_http_requests_in_flight', help: 'Requests admitted and not yet finished', registers, collect() { this.set(sources.inFlight()); } });
     new Gauge({ name: 'switchyard_workers_connected', help: 'Worker WebSockets connected', registers, collect() { this.set(sources.connectedWorkers()); } });
     // Cluster-wide counts: every process holds the whole table, so the primary takes the max, and a
@@ -414,8 +431,9 @@ export class ClusterMetrics {
   private readonly aggregator = new AggregatorRegistry();
   readonly childRestarts: Counter;
 
-  constructor() {
+  constructor(memoryBound?: () => number) {
     this.childRestarts = new Counter({ name: 'switchyard_child_restarts_total', help: 'Engine children restarted after they exited', registers: [this.registry] });
+    if (memoryBound !== undefined) memoryBoundGauge([this.registry], memoryBound);
   }
 
   async render(): Promise<{ contentType: string; body: string }> {

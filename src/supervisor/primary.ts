@@ -11,6 +11,7 @@ import type { AdminQueryMessage } from './child-messages.js';
 import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from './child-messages.js';
 import type { IpcChannel } from '../bus/ipc-channel.js';
 import { IpcRelay } from '../bus/ipc-relay.js';
+import { primaryMemoryBound } from '../workers/memory-bound.js';
 import { FreshnessHost } from '../cluster/freshness.js';
 import { TraceOwnerHost } from '../cluster/trace-owner-questions.js';
 import { ChannelLivenessHost } from '../cluster/channel-liveness.js';
@@ -89,7 +90,8 @@ export class Primary {
   private announced = false;
   private lastBusState: BusState = 'in_sync';
   private adminPort: number | undefined;
-  private readonly metrics = new ClusterMetrics();
+  /** Its own memory bound: the snapshots its relay holds to replay to a restarted child (memory-bound.ts). */
+  private readonly metrics = new ClusterMetrics(() => primaryMemoryBound(this.options.config.workers, this.relay.peerCount).bytes);
   private nextQueryId = 1;
   private readonly queries = new Map<number, { resolve: (data: unknown) => void; timer: NodeJS.Timeout }>();
 

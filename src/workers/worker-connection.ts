@@ -63,6 +63,8 @@ export interface WorkerConnectionDeps extends Omit<WorkerCallDeps, 'onLimit'> {
   onTelemetrySocket?: (connection: WorkerConnection, frame: Buffer) => void;
   /** The process's share of registration bytes (docs/security.md#limits). */
   registrationBudget?: RegistrationBudget;
+  /** The listener's share of registration bytes in this process (max_listener_registration_bytes). */
+  listenerRegistrations?: RegistrationBudget;
   /** What the engine has queued towards the workers of this connection's listener in this process (docs/security.md#connections). */
   listenerQueues?: QueueBudget;
 }

@@ -28,6 +28,7 @@ import type { WorkerSession } from './worker-session.js';
 export type WorkerLimitKind =
   | 'registrations'
   | 'registration_bytes'
+  | 'listener_registration_bytes'
   | 'reserved_id'
   | 'channels'
   | 'calls_in_flight'
@@ -38,6 +39,7 @@ export type WorkerLimitKind =
   | 'auth_refused'
   | 'connections'
   | 'unauthenticated_connections'
+  | 'pending_connections'
   | 'partial_frame_bytes';
 
 /** The frames that register or unregister something. */
@@ -72,6 +74,8 @@ export interface RegistrationDeps<C extends HubMember> {
   engineFunctions?: { get(id: string): unknown };
   /** The process's share of registration bytes (registration-limits.ts); unset: only the per-connection bound. */
   registrationBudget?: RegistrationBudget;
+  /** The listener's share in this process (max_listener_registration_bytes); unset: none beyond the process's. */
+  listenerRegistrations?: RegistrationBudget;
 }
 
 /** The connection the registrations belong to, as far as they need it. */
@@ -201,11 +205,18 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     const bytes = id.length > REGISTRATION_LIMITS.idChars ? Number.POSITIVE_INFINITY : JSON.stringify(message).length;
     const delta = bytes - (this.sizes.get(key) ?? 0);
     let problem: string | undefined;
+    let limit: 'registration_bytes' | 'listener_registration_bytes' = 'registration_bytes';
     if (bytes > REGISTRATION_LIMITS.registrationBytes) problem = `a ${kind} registration over ${REGISTRATION_LIMITS.registrationBytes} bytes (or an id over ${REGISTRATION_LIMITS.idChars} characters)`;
     else if (this.heldBytes + delta > REGISTRATION_LIMITS.connectionBytes) problem = `the worker's registrations would pass ${REGISTRATION_LIMITS.connectionBytes} bytes`;
-    else if (this.deps.registrationBudget !== undefined && !this.deps.registrationBudget.take(delta)) problem = `this process's registrations would pass ${this.deps.registrationBudget.max} bytes`;
+    else if (this.deps.listenerRegistrations !== undefined && !this.deps.listenerRegistrations.take(delta)) {
+      problem = `this listener's registrations in this process would pass ${this.deps.listenerRegistrations.max} bytes (max_listener_registration_bytes)`;
+      limit = 'listener_registration_bytes';
+    } else if (this.deps.registrationBudget !== undefined && !this.deps.registrationBudget.take(delta)) {
+      this.deps.listenerRegistrations?.take(-delta);
+      problem = `this process's registrations would pass ${this.deps.registrationBudget.max} bytes`;
+    }
     if (problem !== undefined) {
-      this.deps.onLimit?.('registration_bytes');
+      this.deps.onLimit?.(limit);
       this.logger.warn({ kind, id: id.slice(0, 200), bytes }, `registration refused: ${problem}`);
       return false;
     }
@@ -222,11 +233,13 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     this.sizes.delete(key);
     this.heldBytes -= bytes;
     this.deps.registrationBudget?.take(-bytes);
+    this.deps.listenerRegistrations?.take(-bytes);
   }
 
   /** The connection is gone: everything it registered is given back to the process's budget. */
   release(): void {
     this.deps.registrationBudget?.take(-this.heldBytes);
+    this.deps.listenerRegistrations?.take(-this.heldBytes);
     this.heldBytes = 0;
     this.sizes.clear();
   }

@@ -26,6 +26,7 @@ import { OPEN_AUTH, WorkerSession, authInput, parseAuthResult } from './worker-s
 import { CHUNK_COST_BYTES, PartialFrameBudget } from './partial-frames.js';
 import { QueueBudget } from './queue-budget.js';
 import { CallBudget } from './call-budget.js';
+import { RegistrationBudget } from './registration-limits.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
@@ -99,6 +100,11 @@ export class WorkerServer {
   private readonly channelEndpoint: ChannelEndpoint | undefined;
   private readonly channelWss: WebSocketServer | undefined;
 
+  /**
+   * TCP connections not yet handed to an upgrade (plain HTTP, or an upgrade request still arriving):
+   * at most max_connections of them, besides the upgraded ones, each for at most the headers timeout.
+   */
+  private readonly pending = new Set<Duplex>();
   /** Connections waiting for the auth function's answer (max_unauthenticated_connections). */
   private authenticating = 0;
   private readonly refusalWarnings: WarnThrottle;
@@ -146,7 +152,12 @@ export class WorkerServer {
     this.queues = new QueueBudget(config.maxListenerQueuedBytes);
     this.calls = new CallBudget(config.maxListenerCallBytes);
     this.telemetry = new TelemetryIntake(logger.child({ module: 'telemetry' }), telemetry.counters, telemetry.sink);
-    this.deps = { ...deps, listenerQueues: this.queues, listenerCalls: this.calls, onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
+    this.deps = {
+      ...deps,
+      ...(config.maxListenerRegistrationBytes === undefined ? {} : { listenerRegistrations: new RegistrationBudget(config.maxListenerRegistrationBytes) }),
+      listenerQueues: this.queues,
+      listenerCalls: this.calls,
+      onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
     // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
     // past the engine's default deadline.
     const headersTimeout = Math.min(config.handshakeTimeoutMs, deps.workerCallTimeoutMs + 1000);
@@ -159,7 +170,24 @@ export class WorkerServer {
     // (each counts CHUNK_COST_BYTES against max_partial_frame_bytes too: partial-frames.ts).
     const maxChunks = Math.max(1024, Math.ceil(config.maxFrameBytes / CHUNK_COST_BYTES));
     this.wss = new WebSocketServer({ noServer: true, maxPayload: config.maxFrameBytes, maxBufferedChunks: maxChunks, maxFragments: maxChunks, perMessageDeflate: false });
+    // Before its upgrade a connection is plain HTTP: bounded in time by the headers timeout, and in
+    // number here (until 2026-11-26 any number could be held open, each with its socket and parser).
+    this.server.on('connection', (socket: Duplex) => {
+      if (this.pending.size >= config.maxConnections) {
+        this.deps.onLimit?.('pending_connections');
+        this.refusalWarnings.warn('pending_connections', { pending: this.pending.size, limit: config.maxConnections }, 'worker port connection refused: max_connections connections of this listener are not upgraded yet in this process');
+        socket.on('error', ignoreSocketError);
+        // The answer is written, then the socket closed whether or not the peer reads it.
+        socket.once('finish', () => socket.destroy());
+        refuseUpgrade(socket, 'TOO_MANY_CONNECTIONS', `this listener has ${config.maxConnections} connections not yet upgraded in this process (max_connections)`);
+        return;
+      }
+      this.pending.add(socket);
+      socket.once('close', () => this.pending.delete(socket));
+    });
     this.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+      // From here the socket is a WebSocket's (counted by max_connections) or a channel's.
+      this.pending.delete(socket);
       // Node takes its own error listener off a socket it hands to 'upgrade': without one, a reset
       // from the client (a refused channel connect, say) would be an uncaught error that ends the process.
       socket.on('error', ignoreSocketError);

@@ -73,7 +73,9 @@ describe('channel memory is bounded (issue 23, point 5)', () => {
     engine = await startEngine({
       logLevel: 'info',
       cluster: { processes: 2 },
-      modules: [{ name: 'iii-worker-manager', config: { host: '127.0.0.1', port, rbac: { auth_function_id: 'sec::auth', expose_functions: [] } } }],
+      // max_channels as on a listener without rbac (256; 32 is the rbac default): the per-worker cap
+      // (64) and the per-listener one are tested apart.
+      modules: [{ name: 'iii-worker-manager', config: { host: '127.0.0.1', port, max_channels: 256, rbac: { auth_function_id: 'sec::auth', expose_functions: [] } } }],
     });
     trusted = await RawWorker.connect(engine.workerUrl);
     trusted.serve('sec::auth', (input: { headers?: Record<string, string> }) => {

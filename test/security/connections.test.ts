@@ -9,6 +9,8 @@
 // unfinished messages of a listener's sockets in a process are bounded by max_partial_frame_bytes,
 // what is queued towards its workers that do not read by max_listener_queued_bytes, and the payloads
 // of the calls its workers have in flight by max_listener_call_bytes.
+import { connect } from 'node:net';
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { http } from '../support/http.js';
 import { legitRequests } from '../support/legit-load.js';
@@ -107,6 +109,37 @@ describe('worker connections and their unfinished messages are bounded per proce
     // Once they close, the listener takes connections again.
     for (const ws of accepted) ws.socket.destroy();
     await Promise.all(accepted.map((ws) => ws.closed));
+    let again: RawWebSocket | undefined;
+    for (let i = 0; i < 100 && again?.status !== 101; i++) {
+      again = await open(cappedUrl);
+      if (again.status !== 101) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(again?.status).toBe(101);
+  }, 60_000);
+
+  it('bounds connections not yet upgraded (plain TCP, an upgrade request never sent) by max_connections per process, answered 503 TOO_MANY_CONNECTIONS; a worker connects once they go', async () => {
+    // Until 2026-11-26 any number of them could be held open, each for the whole handshake timeout.
+    const port = Number(new URL(cappedUrl).port);
+    const idle: { socket: Socket; text: string; closed: boolean }[] = [];
+    for (let i = 0; i < 40; i++) {
+      const socket = connect(port, '127.0.0.1');
+      const entry = { socket, text: '', closed: false };
+      socket.on('data', (chunk: Buffer) => (entry.text += chunk.toString('latin1')));
+      socket.on('error', () => undefined);
+      socket.on('close', () => (entry.closed = true));
+      await new Promise<void>((resolve) => socket.once('connect', () => resolve()).once('close', () => resolve()));
+      idle.push(entry);
+    }
+    await waitUntil(() => idle.filter((e) => e.closed).length >= 24, 10_000, 'the connections past max_connections closed');
+    const refused = idle.filter((e) => e.closed);
+    // 8 per process, 2 processes (node:cluster hands connections round: a full child may refuse one the other had room for).
+    expect(idle.length - refused.length).toBeLessThanOrEqual(16);
+    for (const e of refused) {
+      expect(e.text).toMatch(/^HTTP\/1\.1 503 /);
+      expect(e.text).toContain('TOO_MANY_CONNECTIONS');
+    }
+    expect(await metric(/^switchyard_worker_limit_hits_total\{reason="pending_connections"\} (\d+)/m)).toBeGreaterThanOrEqual(refused.length);
+    for (const e of idle) e.socket.destroy();
     let again: RawWebSocket | undefined;
     for (let i = 0; i < 100 && again?.status !== 101; i++) {
       again = await open(cappedUrl);

@@ -15,6 +15,8 @@ const MiB = 1024 * 1024;
 describe('oversized registrations and reserved ids (issue 23)', () => {
   let engine: EngineHandle;
   let tenantUrl: string;
+  /** An rbac listener with the default max_listener_registration_bytes (1 MiB per process). */
+  let budgetUrl: string;
   let trusted: RawWorker;
   const tenants: RawWorker[] = [];
 
@@ -40,11 +42,17 @@ describe('oversized registrations and reserved ids (issue 23)', () => {
 
   beforeAll(async () => {
     const port = await freePort();
+    const budgetPort = await freePort();
     tenantUrl = `ws://127.0.0.1:${port}`;
+    budgetUrl = `ws://127.0.0.1:${budgetPort}`;
     engine = await startEngine({
       logLevel: 'info',
       cluster: { processes: 2 },
-      modules: [{ name: 'iii-worker-manager', config: { host: '127.0.0.1', port, max_registrations: 50, rbac: { expose_functions: ['match("big::*")'] } } }],
+      modules: [
+        // The per-connection and per-process bounds are tested here: this listener's own budget is the process's.
+        { name: 'iii-worker-manager', config: { host: '127.0.0.1', port, max_registrations: 50, max_listener_registration_bytes: 16 * MiB, rbac: { expose_functions: ['match("big::*")'] } } },
+        { name: 'iii-worker-manager', config: { host: '127.0.0.1', port: budgetPort, rbac: { expose_functions: [] } } },
+      ],
     });
     trusted = await RawWorker.connect(engine.workerUrl);
   });
@@ -82,6 +90,34 @@ describe('oversized registrations and reserved ids (issue 23)', () => {
     expect(held.length).toBeLessThan(45);
     const metrics = await http(`${engine.adminUrl}/metrics`);
     expect(metrics.text).toMatch(/switchyard_worker_limit_hits_total\{reason="registration_bytes"\} [1-9]/);
+  });
+
+  it('bounds what a restricted listener\'s workers register together in each process (max_listener_registration_bytes, 1 MiB by default with rbac)', async () => {
+    // Every process holds every process's registrations: without this, a tenant's connections could
+    // put 16 MiB per process into every process of the cluster (until 2026-11-26).
+    const blob = 'r'.repeat(200_000);
+    const workers: RawWorker[] = [];
+    for (let c = 0; c < 8; c++) {
+      const worker = await RawWorker.connect(budgetUrl);
+      tenants.push(worker);
+      workers.push(worker);
+      for (let i = 0; i < 4; i++) worker.send({ type: 'registerfunction', id: `budget::${c}-${i}`, metadata: { blob } });
+    }
+    for (const worker of workers) await synced(worker);
+    // 6.4 MB over two processes: at least 3.2 MB on one, where at most 5 of these fit in 1 MiB.
+    await waitUntil(() => logLines(engine, (l) => String(l.msg).includes('max_listener_registration_bytes')).length > 0, 30_000, 'the listener budget is logged');
+    const metrics = await http(`${engine.adminUrl}/metrics`);
+    expect(metrics.text).toMatch(/switchyard_worker_limit_hits_total\{reason="listener_registration_bytes"\} [1-9]/);
+    const held = (await listedIds()).filter((id) => id.startsWith('budget::'));
+    expect(held.length).toBeLessThanOrEqual(10);
+    expect(held.length).toBeGreaterThan(0);
+    // Given back when they go: a new connection registers again.
+    for (const worker of workers) await worker.close();
+    const again = await RawWorker.connect(budgetUrl);
+    tenants.push(again);
+    again.send({ type: 'registerfunction', id: 'budget::again', metadata: { blob } });
+    await synced(again);
+    await waitUntil(async () => (await listedIds()).includes('budget::again'), 30_000, 'the registration after the others left is listed');
   });
 
   it('refuses a registration frame over 256 KiB (metadata, config)', async () => {

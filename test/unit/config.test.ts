@@ -643,6 +643,25 @@ describe('the iii 0.22 workers: form', () => {
     ]);
   });
 
+  it('a listener with rbac has lower default budgets (max_queued_bytes, max_channels, max_connections, max_listener_call_bytes, max_listener_registration_bytes); set keys win; a listener_queued below the rbac default per worker is refused', () => {
+    const MiB = 1024 * 1024;
+    const config = parseConfig({
+      workers: [
+        { name: 'iii-worker-manager', config: { port: 49199 } },
+        { name: 'iii-worker-manager', config: { port: 49300, rbac: { expose_functions: [] } } },
+        { name: 'iii-worker-manager', config: { port: 49301, rbac: { expose_functions: [] }, max_queued_bytes: 65536, max_channels: 300, max_connections: 2000, max_listener_call_bytes: 64 * MiB, max_listener_registration_bytes: 4 * MiB } },
+      ],
+    }).workers;
+    const open = config;
+    const [restricted, set] = config.extraListeners;
+    expect([open.limits.maxQueuedBytes, open.maxListenerQueuedBytes, open.limits.maxChannels, open.maxConnections, open.maxListenerCallBytes, open.maxListenerRegistrationBytes]).toEqual([64 * MiB, 64 * MiB, 256, 1024, 64 * MiB, undefined]);
+    expect([restricted?.limits.maxQueuedBytes, restricted?.maxListenerQueuedBytes, restricted?.limits.maxChannels, restricted?.maxConnections, restricted?.maxListenerCallBytes, restricted?.maxListenerRegistrationBytes]).toEqual([16 * MiB, 16 * MiB, 32, 256, 16 * MiB, MiB]);
+    expect([set?.limits.maxQueuedBytes, set?.maxListenerQueuedBytes, set?.limits.maxChannels, set?.maxConnections, set?.maxListenerCallBytes, set?.maxListenerRegistrationBytes]).toEqual([65536, 65536, 300, 2000, 64 * MiB, 4 * MiB]);
+    expect(
+      issuesOf({ workers: [{ name: 'iii-worker-manager', config: { port: 49199 } }, { name: 'iii-worker-manager', config: { port: 49300, rbac: { expose_functions: [] }, max_listener_queued_bytes: 8 * MiB } }] }),
+    ).toEqual([expect.objectContaining({ path: 'workers[1](iii-worker-manager).config.max_listener_queued_bytes', message: expect.stringContaining('at least max_queued_bytes') })]);
+  });
+
   it('refuses a bad function filter, and a further listener without a port of its own', () => {
     expect(
       issuesOf({

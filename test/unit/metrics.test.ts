@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { EngineMetrics } from '../../src/observability/metrics.js';
 import { ModuleMetrics } from '../../src/modules/module-metrics.js';
 
-const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true };
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true, memoryBoundBytes: () => 0 };
 
 /** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
 async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
@@ -122,6 +122,7 @@ describe('cluster-wide gauges', () => {
       clusterWorkers: () => 2,
       routeWorkers: () => [{ method: 'GET', route: '/a/:id', workers: 2 }, { method: 'POST', route: '/b', workers: 0 }],
       busSynced: () => synced,
+      memoryBoundBytes: () => 0,
     });
     let text = await metrics.registry.metrics();
     expect(text).toContain('switchyard_cluster_workers 2');
