@@ -1,16 +1,16 @@
 // Every issue-23 attack at once against a two-node Redis-mode cluster, with legitimate traffic, for a
 // bounded time (loopback only): `npm run attack -- --seconds 600` (default 20). Passes when every
 // engine process stays up (same pids), none passes its own memory bound (the engine's
-// switchyard_memory_bound_bytes{pid}, computed from its config: src/workers/memory-bound.ts), and
-// legitimate requests keep being answered 200. Prints one JSON report line (with the load average, the RSS peak of every process
+// switchyard_memory_bound_bytes{pid}, computed from its config: src/workers/memory-bound.ts), a dead
+// node's replayed messages never bring its route back, and legitimate requests keep being answered
+// 200. Prints one JSON report line (with the load average, the RSS peak and bound of every process
 // and the legitimate requests answered per minute); exits 1 on a failed check. A restricted tenant
-// uses every limit at once: connections holding registrations up to the 8 MiB per-connection and
-// 32 MiB per-process bounds with 1,024-character ids, 16 MiB worker frames, and channels at their
-// caps (64 per worker, 256 per listener and process) with readers that never read, fed 256 KiB frames
-// (max_channel_frame_bytes) and 16 MiB ones (refused). Many connections hold 15 MiB of an unfinished
-// message each (max_partial_frame_bytes), a capped listener is flooded past max_connections, and
-// workers that never read are sent 4 MiB calls by another of the tenant's connections
-// (max_listener_queued_bytes).
+// uses every limit at once: connections holding registrations up to the per-connection and
+// per-listener bounds with 1,024-character ids, 16 MiB worker frames, and channels at their caps
+// with readers that never read, fed 256 KiB frames (max_channel_frame_bytes) and 16 MiB ones
+// (refused). Many connections hold 15 MiB of an unfinished message each (max_partial_frame_bytes), a
+// capped listener is flooded past max_connections, and workers that never read are sent 2 MiB calls
+// by another of the tenant's connections (max_listener_queued_bytes). docs/security.md describes each.
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
