@@ -54,6 +54,15 @@ describe('worker connections and their unfinished messages are bounded per proce
     raw.push(ws);
     return ws;
   };
+  /** Retries an upgrade to `url` for up to 10 s (a closed connection frees its place once the engine sees it); the last status. */
+  const acceptedAgain = async (url: string): Promise<number | undefined> => {
+    let again: RawWebSocket | undefined;
+    for (let i = 0; i < 100 && again?.status !== 101; i++) {
+      again = await open(url);
+      if (again.status !== 101) await new Promise((r) => setTimeout(r, 100));
+    }
+    return again?.status;
+  };
   const pids = (): number[] => [engine.child.pid as number, ...childPids(engine.child.pid as number)];
   const metric = async (pattern: RegExp): Promise<number> => Number(pattern.exec((await http(`${engine.adminUrl}/metrics`)).text)?.[1] ?? 0);
 
@@ -109,12 +118,7 @@ describe('worker connections and their unfinished messages are bounded per proce
     // Once they close, the listener takes connections again.
     for (const ws of accepted) ws.socket.destroy();
     await Promise.all(accepted.map((ws) => ws.closed));
-    let again: RawWebSocket | undefined;
-    for (let i = 0; i < 100 && again?.status !== 101; i++) {
-      again = await open(cappedUrl);
-      if (again.status !== 101) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(again?.status).toBe(101);
+    expect(await acceptedAgain(cappedUrl)).toBe(101);
   }, 60_000);
 
   it('bounds connections not yet upgraded (plain TCP, an upgrade request never sent) by max_connections per process, answered 503 TOO_MANY_CONNECTIONS; a worker connects once they go', async () => {
@@ -140,12 +144,7 @@ describe('worker connections and their unfinished messages are bounded per proce
     }
     expect(await metric(/^switchyard_worker_limit_hits_total\{reason="pending_connections"\} (\d+)/m)).toBeGreaterThanOrEqual(refused.length);
     for (const e of idle) e.socket.destroy();
-    let again: RawWebSocket | undefined;
-    for (let i = 0; i < 100 && again?.status !== 101; i++) {
-      again = await open(cappedUrl);
-      if (again.status !== 101) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(again?.status).toBe(101);
+    expect(await acceptedAgain(cappedUrl)).toBe(101);
   }, 60_000);
 
   it('caps connections waiting for the auth function (max_unauthenticated_connections) and does not read them meanwhile', async () => {
