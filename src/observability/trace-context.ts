@@ -40,18 +40,34 @@ export function parseTraceparent(header: string | undefined): { traceId: string;
   return { traceId, parentId, flags };
 }
 
-/** Random ids from a pooled buffer: one crypto call per 256 ids, not one per request. */
+/** Random ids from a pooled buffer: one crypto call per 170 new traces, not one per request. */
 const pool = Buffer.alloc(4096);
 let offset = pool.length;
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
+/** A new trace's traceparent is written here and read out as one string (see newTraceparent). */
+const scratch = Buffer.from('00-00000000000000000000000000000000-0000000000000000-00', 'latin1');
 
-function randomHex(bytes: number): string {
-  if (offset + bytes > pool.length) {
+/**
+ * A new trace's `traceparent`, `00-<32 hex>-<16 hex>-<flags>`, from 24 pooled random bytes. Written
+ * into a scratch buffer and read out as one flat string: two hex strings and a template of seven parts
+ * made a rope that V8 flattened again when the invocation was serialised and the trace id cut out of
+ * it, for every request (docs/performance.md, issue 26). The trace and span ids are cut from it.
+ */
+function newTraceparent(sampled: boolean): string {
+  if (offset + 24 > pool.length) {
     randomFillSync(pool);
     offset = 0;
   }
-  const hex = pool.toString('hex', offset, offset + bytes);
-  offset += bytes;
-  return hex;
+  // Trace id at 3..35, span id at 36..52: 16 and 8 random bytes, two hex digits each.
+  for (let i = 0; i < 24; i++) {
+    const byte = pool[offset + i] as number;
+    const at = i < 16 ? 3 + 2 * i : 36 + 2 * (i - 16);
+    scratch[at] = HEX[byte >> 4] as number;
+    scratch[at + 1] = HEX[byte & 0x0f] as number;
+  }
+  offset += 24;
+  scratch[54] = sampled ? 0x31 : 0x30;
+  return scratch.toString('latin1', 0, 55);
 }
 
 /**
@@ -71,8 +87,9 @@ export function requestTraceContext(traceparent: string | undefined, baggage: st
       ...(handedBaggage === undefined ? {} : { baggage: handedBaggage }),
     };
   }
-  const traceId = randomHex(16);
-  const spanId = randomHex(8);
-  const flags = sampleRatio >= 1 || (sampleRatio > 0 && Math.random() < sampleRatio) ? '01' : '00';
-  return { traceId, spanId, flags, traceparent: `00-${traceId}-${spanId}-${flags}`, ...(handedBaggage === undefined ? {} : { baggage: handedBaggage }) };
+  const sampled = sampleRatio >= 1 || (sampleRatio > 0 && Math.random() < sampleRatio);
+  const handed = newTraceparent(sampled);
+  const context: TraceContext = { traceId: handed.substring(3, 35), spanId: handed.substring(36, 52), flags: sampled ? '01' : '00', traceparent: handed };
+  if (handedBaggage !== undefined) context.baggage = handedBaggage;
+  return context;
 }

@@ -47,4 +47,19 @@ describe('requestTraceContext', () => {
     expect(sampled).toBeGreaterThan(350);
     expect(sampled).toBeLessThan(650);
   });
+
+  it('new traces are well formed and distinct across refills of the random pool, their ids cut from the traceparent', () => {
+    const seen = new Set<string>();
+    // 24 random bytes per trace from a 4,096-byte pool: 1,000 traces refill it five times.
+    for (let i = 0; i < 1000; i++) {
+      const context = requestTraceContext(undefined, i % 2 === 0 ? 'k=v' : undefined, i % 2);
+      expect(context.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+      expect(context.traceparent).toBe(`00-${context.traceId}-${context.spanId}-${context.flags}`);
+      expect(context.flags).toBe(i % 2 === 1 ? '01' : '00');
+      expect(context.baggage).toBe(i % 2 === 0 ? 'k=v' : undefined);
+      seen.add(context.traceId);
+      seen.add(context.spanId);
+    }
+    expect(seen.size).toBe(2000);
+  });
 });
