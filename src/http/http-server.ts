@@ -23,6 +23,25 @@ export const MAX_HEADER_BYTES = MAX_HEAD_BYTES;
  */
 export const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
+/**
+ * What the server keeps per connection, on the socket under a symbol: it is read for every chunk and
+ * every request, where a WeakMap or WeakSet lookup per read showed in the engine's profile
+ * (docs/performance.md, issue 26).
+ */
+interface ConnectionState {
+  /** Being refused: nothing more the connection sends reaches Node's parser. */
+  refusing: boolean;
+  /** The responses not yet finished, in request order (docs/http.md#framing). */
+  readonly unfinished: ServerResponse[];
+}
+const CONNECTION_STATE = Symbol('switchyard.connectionState');
+type WithState = Duplex & { [CONNECTION_STATE]?: ConnectionState };
+
+function stateOf(socket: Duplex): ConnectionState {
+  const holder = socket as WithState;
+  return (holder[CONNECTION_STATE] ??= { refusing: false, unfinished: [] });
+}
+
 /** Finished, or never will be (the connection closed under it). */
 const isDone = (res: ServerResponse): boolean => res.writableFinished || res.destroyed;
 
@@ -30,10 +49,6 @@ const isDone = (res: ServerResponse): boolean => res.writableFinished || res.des
 export class HttpServer {
   private readonly server: Server;
   private closing: Promise<void> | undefined;
-  /** Each connection's responses not yet finished, in request order (docs/http.md#framing). */
-  private readonly unfinished = new WeakMap<Socket, ServerResponse[]>();
-  /** Connections being refused: nothing more they send reaches Node's parser. */
-  private readonly refusing = new WeakSet<Duplex>();
 
   constructor(
     private readonly config: ApiConfig,
@@ -51,11 +66,14 @@ export class HttpServer {
         maxHeaderSize: MAX_HEADER_BYTES,
         keepAliveTimeout: 5000,
       },
-      pipeline.handle,
+      // One listener for 'request' (each one more makes Node copy the listener list per request).
+      (req: IncomingMessage, res: ServerResponse) => {
+        pipeline.handle(req, res);
+        this.track(req.socket, res);
+      },
     );
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.refuse(err, socket));
     this.server.on('connection', (socket: Socket) => this.guard(socket));
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.track(req.socket, res));
   }
 
   /**
@@ -72,14 +90,15 @@ export class HttpServer {
     }
     socket.removeListener('data', nodeOnData);
     const guard = new FramingGuard();
+    const state = stateOf(socket);
     socket.on('data', (chunk: Buffer) => {
-      if (this.refusing.has(socket)) return;
+      if (state.refusing) return;
       const verdict = guard.scan(chunk);
       if (verdict.ok) {
         nodeOnData.call(socket, chunk);
         return;
       }
-      this.refusing.add(socket);
+      state.refusing = true;
       if (verdict.offset > 0) nodeOnData.call(socket, chunk.subarray(0, verdict.offset));
       socket.pause();
       // The reason goes to the log; the client gets the stable code and message every refusal gets.
@@ -89,11 +108,7 @@ export class HttpServer {
   }
 
   private track(socket: Socket, res: ServerResponse): void {
-    let list = this.unfinished.get(socket);
-    if (list === undefined) {
-      list = [];
-      this.unfinished.set(socket, list);
-    }
+    const list = stateOf(socket).unfinished;
     // No listeners per request: a connection's responses finish in order, so the finished ones are
     // dropped from the front as the next arrives, and a refusal skips any others it finds.
     while (list.length > 0 && isDone(list[0] as ServerResponse)) list.shift();
@@ -106,7 +121,7 @@ export class HttpServer {
    * still arriving is the refused one itself; it gets no answer of its own.
    */
   private afterResponses(socket: Socket | Duplex, then: () => void): void {
-    const list = this.unfinished.get(socket as Socket) ?? [];
+    const list = stateOf(socket).unfinished;
     const last = [...list].reverse().find((res) => !isDone(res) && res.req.complete);
     if (last === undefined) {
       then();
@@ -132,8 +147,9 @@ export class HttpServer {
       socket.destroy();
       return;
     }
-    if (this.refusing.has(socket)) return;
-    this.refusing.add(socket);
+    const state = stateOf(socket);
+    if (state.refusing) return;
+    state.refusing = true;
     socket.pause();
     const code = clientErrorCode(err.code);
     const message = code === 'REQUEST_TIMEOUT' ? 'Request headers were not received in time' : undefined;
