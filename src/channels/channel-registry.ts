@@ -55,11 +55,22 @@ export interface ChannelMaker {
   makeChannel(id: string): Channel;
 }
 
-/** A reserved id's key and maker; the maker is dropped as the reservation ends (see `reserved`). */
-interface Reservation {
+/**
+ * The two ids an HTTP request reserves (`reservePair`), with their key and maker: one entry for both.
+ * The maker is dropped as the reservation ends (see `reserved`).
+ */
+export interface Reservation {
+  /** The first id's sequence number: the entry's key in `reserved`. */
+  readonly sequence: number;
+  readonly first: string;
+  readonly second: string;
   readonly key: string;
   maker: ChannelMaker | undefined;
+  /** Which ids are still only reserved: FIRST, SECOND, both or neither. */
+  live: number;
 }
+const FIRST = 1;
+const SECOND = 2;
 
 export interface CreateChannelOptions {
   bufferItems?: number;
@@ -93,8 +104,14 @@ export class ChannelRegistry {
    * lives as long as the process and turns over two entries per request thus had each request's
    * objects promoted to the old generation: 2.9 KB a request with the maker left on the entry, 0.9 KB
    * with it cut, and four times as many full GCs (docs/performance.md, issue 26).
+   *
+   * A request's two ids are one entry, keyed by the first one's sequence number (the second's is the
+   * next): one insert and one delete per request, with a number to hash, not two of each with a new
+   * string (issue 26). A claim finds the entry from the id it names.
    */
-  private readonly reserved = new Map<string, Reservation>();
+  private readonly reserved = new Map<number, Reservation>();
+  /** Ids reserved and not yet made or released. */
+  private reservedIds = 0;
   private sequence = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
   /** What this process's channels hold together, bounded by `max_channel_buffer_bytes`. */
@@ -112,7 +129,7 @@ export class ChannelRegistry {
 
   /** Channels held, counting reserved ones (each is a channel a worker may still open). */
   get size(): number {
-    return this.channels.size + this.reserved.size;
+    return this.channels.size + this.reservedIds;
   }
 
   /** Bytes this process's channels hold (queued, or handed to a reader and not flushed). */
@@ -141,32 +158,54 @@ export class ChannelRegistry {
   }
 
   /**
-   * An id for a channel with `key` that is made only when an end of it is first claimed:
+   * Two ids for channels with `key` that are made only when an end of one is first claimed:
    * `maker.makeChannel(id)` then creates it (with `create(..., key, id)`) and attaches what the engine
-   * holds of it. Until then it costs a map entry. `release` drops it unclaimed.
+   * holds of it. Until then the pair costs one map entry. `release` drops an id unclaimed.
    */
-  reserve(key: string, maker: ChannelMaker): string {
-    const id = this.nextId();
-    this.reserved.set(id, { key, maker });
-    return id;
+  reservePair(key: string, maker: ChannelMaker): Reservation {
+    const sequence = ++this.sequence;
+    ++this.sequence;
+    const reservation: Reservation = { sequence, first: this.idOf(sequence), second: this.idOf(sequence + 1), key, maker, live: FIRST | SECOND };
+    this.reserved.set(sequence, reservation);
+    this.reservedIds += 2;
+    return reservation;
   }
 
   /** Makes a reserved channel now (the engine needs it itself); undefined when it is gone. */
   materialise(id: string): Channel | undefined {
-    const entry = this.reserved.get(id);
+    const entry = this.reservationOf(id);
     if (entry === undefined) return this.channels.get(id)?.channel;
     const maker = entry.maker as ChannelMaker;
-    entry.maker = undefined;
-    this.reserved.delete(id);
+    this.end(entry, id === entry.first ? FIRST : SECOND);
     return maker.makeChannel(id);
   }
 
-  /** Drops a reservation never claimed: a later claim of its id finds nothing. */
-  release(id: string): void {
-    const entry = this.reserved.get(id);
-    if (entry === undefined) return;
-    entry.maker = undefined;
-    this.reserved.delete(id);
+  /** Drops a reserved id never claimed: a later claim of it finds nothing. */
+  release(reservation: Reservation, id: string): void {
+    const which = id === reservation.first ? FIRST : id === reservation.second ? SECOND : 0;
+    if ((reservation.live & which) !== 0) this.end(reservation, which);
+  }
+
+  /** One id of a pair is no longer reserved; the entry goes with the last one (its maker cut first). */
+  private end(reservation: Reservation, which: number): void {
+    reservation.live &= ~which;
+    this.reservedIds--;
+    if (reservation.live !== 0) return;
+    reservation.maker = undefined;
+    this.reserved.delete(reservation.sequence);
+  }
+
+  /** The pair that still holds `id` reserved, if any. */
+  private reservationOf(id: string): Reservation | undefined {
+    const prefix = this.tag.length + 1;
+    if (id.length <= prefix || !id.startsWith(this.tag) || id.charCodeAt(prefix - 1) !== 0x2d) return undefined;
+    const sequence = parseInt(id.slice(prefix), 36);
+    if (!Number.isSafeInteger(sequence)) return undefined;
+    const asFirst = this.reserved.get(sequence);
+    if (asFirst !== undefined && asFirst.first === id) return (asFirst.live & FIRST) !== 0 ? asFirst : undefined;
+    const asSecond = this.reserved.get(sequence - 1);
+    if (asSecond !== undefined && asSecond.second === id) return (asSecond.live & SECOND) !== 0 ? asSecond : undefined;
+    return undefined;
   }
 
   /** The ref a worker gets for one end of a channel. */
@@ -176,7 +215,7 @@ export class ChannelRegistry {
 
   /** Checks id and key and that the end is still free; the caller then attaches to it. */
   claim(id: string, key: string, direction: ChannelDirection): ClaimResult {
-    const reservation = this.reserved.get(id);
+    const reservation = this.reservationOf(id);
     if (reservation !== undefined) {
       if (!keysEqual(reservation.key, key)) return { ok: false, reason: 'not_found' };
       this.materialise(id);
@@ -205,11 +244,16 @@ export class ChannelRegistry {
     clearInterval(this.sweepTimer);
     this.sweepTimer = undefined;
     this.reserved.clear();
+    this.reservedIds = 0;
     for (const { channel } of [...this.channels.values()]) channel.destroy('engine shutting down');
   }
 
   private nextId(): string {
-    return `${this.tag}-${(++this.sequence).toString(36)}`;
+    return this.idOf(++this.sequence);
+  }
+
+  private idOf(sequence: number): string {
+    return `${this.tag}-${sequence.toString(36)}`;
   }
 
   private startSweeping(): void {

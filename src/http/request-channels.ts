@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Channel } from '../channels/channel.js';
-import type { ChannelMaker, ChannelRegistry } from '../channels/channel-registry.js';
+import type { ChannelMaker, ChannelRegistry, Reservation } from '../channels/channel-registry.js';
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import type { StreamEnd, StreamStart } from './response-stream.js';
 import { ResponseStream } from './response-stream.js';
@@ -44,6 +44,8 @@ const BUFFERED_BODY = Object.freeze({ pause: () => undefined, resume: () => unde
  */
 export class RequestChannels implements ChannelMaker {
   private readonly key: string;
+  /** The two ids, reserved together (one registry entry). */
+  private readonly reservation: Reservation;
   private readonly requestBodyId: string;
   private readonly responseId: string;
   private requestBody: Channel | undefined;
@@ -72,8 +74,9 @@ export class RequestChannels implements ChannelMaker {
   ) {
     // One key for both: whoever holds one ref of this request holds the other.
     this.key = randomUuid();
-    this.requestBodyId = registry.reserve(this.key, this);
-    this.responseId = registry.reserve(this.key, this);
+    this.reservation = registry.reservePair(this.key, this);
+    this.requestBodyId = this.reservation.first;
+    this.responseId = this.reservation.second;
     if (source?.kind === 'streamed') {
       registry.materialise(this.requestBodyId);
     } else {
@@ -180,8 +183,8 @@ export class RequestChannels implements ChannelMaker {
   close(reason: string): void {
     if (!this.closed) {
       this.closed = true;
-      this.registry.release(this.requestBodyId);
-      this.registry.release(this.responseId);
+      this.registry.release(this.reservation, this.requestBodyId);
+      this.registry.release(this.reservation, this.responseId);
       this.giveReservedBytes();
     }
     this.requestBody?.destroy(reason);
@@ -237,7 +240,7 @@ export class RequestChannels implements ChannelMaker {
       if (!result.ok && !(result.failure.source === 'engine' && result.failure.code === 'TIMEOUT')) stream.cut(`handler failed: ${result.failure.message}`);
     });
     const ended = stream.ended.then((end) => {
-      this.registry.release(this.requestBodyId);
+      this.registry.release(this.reservation, this.requestBodyId);
       this.giveReservedBytes();
       this.requestBody?.destroy('response ended');
       return end;

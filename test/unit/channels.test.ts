@@ -256,30 +256,66 @@ describe('ChannelRegistry', () => {
 
   it('makes a reserved channel on the first claim with its key, and never after it was released', () => {
     const registry = new ChannelRegistry('p', silent);
-    let made = 0;
-    const id = registry.reserve('k', {
+    const made: string[] = [];
+    const pair = registry.reservePair('k', {
       makeChannel: (reservedId) => {
-        made++;
+        made.push(reservedId);
         return registry.create({}, 'k', reservedId);
       },
     });
+    const { first: id, second } = pair;
     expect(id.startsWith(`${registry.tag}-`)).toBe(true);
-    expect(registry.size).toBe(1);
+    expect(second.startsWith(`${registry.tag}-`)).toBe(true);
+    expect(second).not.toBe(id);
+    expect(registry.size).toBe(2);
     expect(registry.claim(id, 'wrong', 'read')).toEqual({ ok: false, reason: 'not_found' });
-    expect(made).toBe(0);
+    expect(made).toEqual([]);
     const claimed = registry.claim(id, 'k', 'read');
     expect(claimed.ok && claimed.channel.id).toBe(id);
-    expect(made).toBe(1);
+    expect(made).toEqual([id]);
     expect(registry.claim(id, 'k', 'write').ok).toBe(true);
-    expect(made).toBe(1);
-    expect(registry.size).toBe(1);
-    const released = registry.reserve('k', {
+    expect(made).toEqual([id]);
+    expect(registry.size).toBe(2);
+    // The pair's other id is still reserved; it is made on its own first claim.
+    const other = registry.claim(second, 'k', 'write');
+    expect(other.ok && other.channel.id).toBe(second);
+    expect(made).toEqual([id, second]);
+    expect(registry.size).toBe(2);
+    const released = registry.reservePair('k', {
       makeChannel: () => {
         throw new Error('released reservations are never made');
       },
     });
-    registry.release(released);
-    expect(registry.claim(released, 'k', 'read')).toEqual({ ok: false, reason: 'not_found' });
+    registry.release(released, released.first);
+    expect(registry.claim(released.first, 'k', 'read')).toEqual({ ok: false, reason: 'not_found' });
+    expect(registry.size).toBe(3);
+    registry.release(released, released.first); // twice: nothing more
+    expect(registry.size).toBe(3);
+    registry.release(released, released.second);
+    expect(registry.claim(released.second, 'k', 'write')).toEqual({ ok: false, reason: 'not_found' });
+    expect(registry.size).toBe(2);
+  });
+
+  it('finds a reserved id only by its exact text: not a neighbour, another tag or another spelling of its number', () => {
+    const registry = new ChannelRegistry('p', silent);
+    const maker = {
+      makeChannel: () => {
+        throw new Error('never made');
+      },
+    };
+    registry.create();
+    const pair = registry.reservePair('k', maker);
+    const next = registry.reservePair('k', maker);
+    const number = pair.first.slice(registry.tag.length + 1);
+    for (const id of [`${registry.tag}-0${number}`, `${registry.tag}-${number.toUpperCase()}x`, `${registry.tag}x${number}`, `ffffffffffff-${number}`, `${registry.tag}-`, `${registry.tag}-${(parseInt(number, 36) + 4).toString(36)}`, '']) {
+      expect(registry.claim(id, 'k', 'read')).toEqual({ ok: false, reason: 'not_found' });
+    }
+    expect(registry.size).toBe(5);
+    registry.release(next, next.first);
+    registry.release(next, next.second);
+    registry.release(pair, pair.first);
+    registry.release(pair, pair.second);
+    expect(registry.size).toBe(1);
   });
 
   it("clamps a channel's buffer to 1..1024 items, as iii", () => {
