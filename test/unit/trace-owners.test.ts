@@ -23,25 +23,65 @@ describe('RecentTraceOwners', () => {
     expect(owners.ownerOf(trace(1))).toBeNull();
   });
 
-  it('forgets the oldest trace first once full, ambiguous ones included; a repeat does not take a second slot', () => {
+  it('remembers a trace until `capacity` more invocations were noted after its last one; a repeat renews it, ambiguity included', () => {
     const owners = new RecentTraceOwners(3);
     owners.note(trace(1), 'w-1');
     owners.note(trace(2), 'w-2');
-    owners.note(trace(2), 'w-3'); // ambiguous, same slot
-    owners.note(trace(1), 'w-1'); // a repeat: still the oldest
+    owners.note(trace(2), 'w-3'); // ambiguous
+    owners.note(trace(1), 'w-1'); // a repeat: trace 1 is now the newest
     owners.note(trace(3), 'w-3');
     expect(owners.size).toBe(3);
+    expect(owners.ownerOf(trace(1))).toBe('w-1');
     owners.note(trace(4), 'w-4');
-    expect(owners.ownerOf(trace(1))).toBeUndefined();
-    expect(owners.ownerOf(trace(2))).toBeNull();
-    owners.note(trace(5), 'w-5');
     expect(owners.ownerOf(trace(2))).toBeUndefined();
+    expect(owners.ownerOf(trace(1))).toBe('w-1');
+    owners.note(trace(5), 'w-5');
+    expect(owners.ownerOf(trace(1))).toBeUndefined();
     expect([3, 4, 5].map((n) => owners.ownerOf(trace(n)))).toEqual(['w-3', 'w-4', 'w-5']);
     expect(owners.size).toBe(3);
     // Forgotten, a trace starts again: the worker it goes to next is its one worker.
     owners.note(trace(2), 'w-9');
     expect(owners.ownerOf(trace(2))).toBe('w-9');
     expect(owners.ownerOf(trace(3))).toBeUndefined();
+  });
+
+  it('notes without a lookup between them are indexed when one comes, the same as with lookups between them', () => {
+    // The same notes into two memories: one looked up after every note, one only at the end.
+    const notes: [number, string][] = [];
+    for (let i = 0; i < 40; i++) notes.push([i % 7 === 0 ? 1 : 10 + (i % 5), `w-${i % 3 === 0 ? 'a' : 'b'}`]);
+    notes.push([1, 'w-a'], [12, 'w-b'], [1, 'w-a']);
+    const eager = new RecentTraceOwners(8);
+    const lazy = new RecentTraceOwners(8);
+    for (const [n, worker] of notes) {
+      eager.note(trace(n), worker);
+      eager.ownerOf(trace(n));
+      lazy.note(trace(n), worker);
+    }
+    for (const n of [1, 10, 11, 12, 13, 14, 99]) expect(lazy.ownerOf(trace(n))).toBe(eager.ownerOf(trace(n)));
+    expect(lazy.size).toBe(eager.size);
+    // Among the last 8 notes (35 to 42) trace 1 went to w-b (35) and w-a (40, 42); trace 12 only to w-b.
+    expect(lazy.ownerOf(trace(1))).toBeNull();
+    expect(lazy.ownerOf(trace(12))).toBe('w-b');
+  });
+
+  it('a trace noted long before its next note is not ambiguous by that old note, even when nothing looked it up between', () => {
+    const owners = new RecentTraceOwners(3);
+    owners.note(trace(1), 'w-1');
+    for (let n = 2; n < 20; n++) owners.note(trace(n), 'w-2');
+    owners.note(trace(1), 'w-3');
+    expect(owners.ownerOf(trace(1))).toBe('w-3');
+  });
+
+  it('keeps its map bounded while traces pass between lookups', () => {
+    const owners = new RecentTraceOwners(4);
+    for (let n = 1; n <= 1000; n++) {
+      owners.noteTraceparent(traceparent(n), `w-${n % 2}`);
+      expect(owners.ownerOf(trace(n))).toBe(`w-${n % 2}`);
+      expect(owners.ownerOf(trace(n - 4))).toBeUndefined();
+      // Stale entries may wait in the map until met, never past twice the capacity.
+      expect((owners as unknown as { owners: Map<string, unknown> }).owners.size).toBeLessThanOrEqual(8);
+    }
+    expect(owners.size).toBe(4);
   });
 
   it('holds at most its capacity however many traces pass (4,096 by default)', () => {
