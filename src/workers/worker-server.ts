@@ -157,7 +157,8 @@ export class WorkerServer {
       ...(config.maxListenerRegistrationBytes === undefined ? {} : { listenerRegistrations: new RegistrationBudget(config.maxListenerRegistrationBytes) }),
       listenerQueues: this.queues,
       listenerCalls: this.calls,
-      onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame) };
+      onTelemetrySocket: (connection, frame) => this.takeTelemetrySocket(connection, frame),
+    };
     // An upgrade's headers must arrive within handshake_timeout_ms, and never later than a second
     // past the engine's default deadline.
     const headersTimeout = Math.min(config.handshakeTimeoutMs, deps.workerCallTimeoutMs + 1000);
