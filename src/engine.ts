@@ -74,6 +74,8 @@ export interface EngineOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** A cluster child's IPC link to the primary, which holds embedded module stores (docs/modules.md). */
   primary?: IpcChannel;
+  /** The process's id, for the metric series kept apart per process (`switchyard_memory_bound_bytes{pid}`); 0 when unset. */
+  pid?: number;
 }
 
 export interface EnginePorts {
@@ -191,6 +193,7 @@ export class Engine {
       routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),
       busSynced: () => this.busSynced(),
       memoryBoundBytes: () => this.memoryBound().bytes,
+      pid: options.pid ?? 0,
     });
     this.tracing = createTracing(config.observability, logger.child({ module: 'tracing' }), this.metrics);
     this.relay = workerTelemetryRelay(config.observability, logger.child({ module: 'telemetry' }), this.metrics);

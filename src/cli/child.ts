@@ -26,6 +26,7 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
     channel,
     servedByHeader: process.env.SWITCHYARD_SERVED_BY_HEADER === '1',
     env: process.env,
+    pid: process.pid,
   });
   const logger = child.log;
   let exiting = false;

@@ -59,6 +59,8 @@ export interface ChildEngineOptions {
   servedByHeader: boolean;
   /** The process environment: HTTP-invoked functions read their auth secrets from it. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** This process's id: labels the series that must stay apart once the primary sums the children's metrics. */
+  pid?: number;
 }
 
 /**
@@ -98,6 +100,7 @@ export class ChildEngine {
       config,
       logger: this.logger,
       servedByHeader: this.options.servedByHeader,
+      ...(this.options.pid === undefined ? {} : { pid: this.options.pid }),
       ...(this.options.env === undefined ? {} : { env: this.options.env }),
       primary: this.options.channel,
       cluster: {

@@ -64,6 +64,8 @@ export interface PrimaryOptions {
   execArgv: readonly string[];
   /** A child could not start before the cluster was ever ready: the process should exit 1. */
   onFatal: (code: string, message: string) => void;
+  /** This process's id, for the metric series kept apart per process (`switchyard_memory_bound_bytes{pid}`); 0 when unset. */
+  pid?: number;
 }
 
 /**
@@ -91,13 +93,14 @@ export class Primary {
   private lastBusState: BusState = 'in_sync';
   private adminPort: number | undefined;
   /** Its own memory bound: the snapshots its relay holds to replay to a restarted child (memory-bound.ts). */
-  private readonly metrics = new ClusterMetrics(() => primaryMemoryBound(this.options.config.workers, this.relay.peerCount).bytes);
+  private readonly metrics: ClusterMetrics;
   private nextQueryId = 1;
   private readonly queries = new Map<number, { resolve: (data: unknown) => void; timer: NodeJS.Timeout }>();
 
   constructor(private readonly options: PrimaryOptions) {
     const { config, logger } = options;
     this.relay = new IpcRelay(config.cluster.name, logger.child({ module: 'relay' }));
+    this.metrics = new ClusterMetrics({ pid: options.pid ?? 0, bytes: () => primaryMemoryBound(config.workers, this.relay.peerCount).bytes });
     if (config.cluster.redisUrl === undefined && Object.keys(config.modules).length > 0) {
       this.kvHost = new KvHost(moduleStoreSpecs(config), logger.child({ module: 'kv' }));
     }

@@ -6,6 +6,7 @@
 // and stays silent on that cluster (for several evaluations, every `for:` shortened to 1 s in a copy);
 // one worker leaving is not an alert; the last one leaving fires SwitchyardRouteUnserved and
 // SwitchyardNoWorkers. Every dashboard query is valid PromQL, and the request rate per route is there.
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -97,6 +98,18 @@ describe('Prometheus scraping a 3-engine, 2-worker Redis-mode cluster (deploy/pr
     // Several evaluations with that data: every rule healthy, no alert pending or firing.
     await silentFor(5000);
   }, 120_000);
+
+  it("serves every engine's /metrics as valid exposition text (promtool check metrics), the two-process engine's families once each", async () => {
+    const promtool = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' }).stdout.trim();
+    expect(promtool, 'promtool comes with the prometheus package (scripts/prerequisites.sh)').not.toBe('');
+    for (const engine of engines) {
+      const page = await (await fetch(`http://127.0.0.1:${engine.ports.admin}/metrics`)).text();
+      // The primary's own families and its children's aggregated ones share a page (the memory bound is in both).
+      expect(page).toMatch(/^switchyard_memory_bound_bytes\{pid="\d+"\} \d+$/m);
+      const check = spawnSync(promtool, ['check', 'metrics'], { input: page, encoding: 'utf8' });
+      expect({ status: check.status, output: `${check.stdout}${check.stderr}` }).toEqual({ status: 0, output: '' });
+    }
+  });
 
   it('answers the request rate per route (through every engine), and every dashboard query', async () => {
     const rate = 'sum by (route) (rate(switchyard_http_requests_total[10s]))';

@@ -1,9 +1,9 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { EngineMetrics } from '../../src/observability/metrics.js';
+import { EngineMetrics, mergeExpositions } from '../../src/observability/metrics.js';
 import { ModuleMetrics } from '../../src/modules/module-metrics.js';
 
-const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true, memoryBoundBytes: () => 0 };
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true, memoryBoundBytes: () => 0, pid: 0 };
 
 /** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
 async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
@@ -123,6 +123,7 @@ describe('cluster-wide gauges', () => {
       routeWorkers: () => [{ method: 'GET', route: '/a/:id', workers: 2 }, { method: 'POST', route: '/b', workers: 0 }],
       busSynced: () => synced,
       memoryBoundBytes: () => 0,
+      pid: 0,
     });
     let text = await metrics.registry.metrics();
     expect(text).toContain('switchyard_cluster_workers 2');
@@ -132,5 +133,26 @@ describe('cluster-wide gauges', () => {
     synced = false;
     text = await metrics.registry.metrics();
     expect(text).toContain('switchyard_bus_in_sync 0');
+  });
+});
+
+describe('switchyard_memory_bound_bytes', () => {
+  it('is one series labelled with the pid the process was given, so the primary keeps the children apart', async () => {
+    const metrics = new EngineMetrics({ ...sources, pid: 4242, memoryBoundBytes: () => 576_716_800 });
+    const text = await metrics.registry.metrics();
+    expect(text.split('\n').filter((line) => line.startsWith('switchyard_memory_bound_bytes{'))).toEqual(['switchyard_memory_bound_bytes{pid="4242"} 576716800']);
+  });
+});
+
+describe('mergeExpositions', () => {
+  it('writes a family both pages have once, with the samples of both, and keeps every other family as it was', () => {
+    const own = ['# HELP a_total A', '# TYPE a_total counter', 'a_total 1', '# HELP shared Shared', '# TYPE shared gauge', 'shared{pid="1"} 10', ''].join('\n');
+    const children = ['# HELP shared Shared', '# TYPE shared gauge', 'shared{pid="2"} 20', 'shared{pid="3"} 30', '', '# HELP b B', '# TYPE b gauge', 'b 2', ''].join('\n');
+    const merged = mergeExpositions(own, children);
+    expect(merged.split('\n')).toEqual([
+      '# HELP a_total A', '# TYPE a_total counter', 'a_total 1',
+      '# HELP shared Shared', '# TYPE shared gauge', 'shared{pid="1"} 10', 'shared{pid="2"} 20', 'shared{pid="3"} 30',
+      '# HELP b B', '# TYPE b gauge', 'b 2', '',
+    ]);
   });
 });
