@@ -156,7 +156,13 @@ describe('docker-compose.yml\'s topology without Docker: nginx, 3 Redis-mode eng
     }
     expect([...answered].sort()).toEqual(['worker-1', 'worker-2']);
     // nginx balanced the requests over the three engines (round-robin upstream), and logged each with its id.
-    const lines = accessLog().slice(before).filter((l) => l.includes('/replica?n='));
+    // nginx writes a line once it has sent the response: the client can read it first, so the last
+    // lines may come a moment later, and a line of the waiting loop above (n=0, no id) may come after
+    // `before` was read (CI saw 13 lines once). Only the twelve requests' own lines count.
+    const measured = (): string[] => accessLog().slice(before).filter((l) => /\/replica\?n=\d+/.test(l) && l.includes('rid=compose-'));
+    const settle = Date.now() + 5000;
+    while (measured().length < 12 && Date.now() < settle) await new Promise((r) => setTimeout(r, 50));
+    const lines = measured();
     expect(lines).toHaveLength(12);
     for (let n = 1; n <= 12; n++) expect(lines.some((l) => l.includes(`rid=compose-${n} `))).toBe(true);
     const upstreams = new Set(lines.map((l) => /upstream=(\S+)/.exec(l)?.[1]));
