@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { EngineConfig } from '../config/types.js';
 import type { EnginePorts } from '../engine.js';
 import { AdminServer } from '../observability/admin-server.js';
-import { ClusterMetrics } from '../observability/metrics.js';
+import { ClusterMetrics } from '../observability/cluster-metrics.js';
 import type { ChildBootstrap, ChildStatusMessage } from './child-messages.js';
 import type { AdminQueryMessage } from './child-messages.js';
 import { CHILD_BOOTSTRAP_ENV, isAdminAnswer, isChildFatal, isChildStatus } from './child-messages.js';

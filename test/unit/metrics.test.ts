@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { EngineMetrics, mergeExpositions } from '../../src/observability/metrics.js';
+import { EngineMetrics } from '../../src/observability/metrics.js';
+import { mergeExpositions } from '../../src/observability/cluster-metrics.js';
 import { ModuleMetrics } from '../../src/modules/module-metrics.js';
 
 const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true, memoryBoundBytes: () => 0, pid: 0 };
