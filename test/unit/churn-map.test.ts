@@ -47,3 +47,33 @@ describe('ChurnMap', () => {
     expect(map.get(999)).toBe(999);
   });
 });
+
+describe('ChurnMap memory', () => {
+  it('holds at most a quarter of its live entries (and 64) dead, however many keys came and went', () => {
+    const map = new ChurnMap<string, number>();
+    for (let i = 0; i < 10_000; i++) map.set(`live/${i}`, i);
+    let most = 0;
+    for (let i = 0; i < 30_000; i++) {
+      map.set(`gone/${i}`, i);
+      map.delete(`gone/${i}`);
+      most = Math.max(most, map.held);
+    }
+    expect(map.size).toBe(10_000);
+    expect(most).toBeLessThanOrEqual(10_000 + 2_500 + 64 + 1);
+    expect(map.get('live/9999')).toBe(9999);
+  });
+
+  it('keeps up to 64 dead entries in a small map, and drops them past that', () => {
+    const map = new ChurnMap<number, number>();
+    map.set(-1, -1);
+    for (let i = 0; i < 64; i++) {
+      map.set(i, i);
+      map.delete(i);
+    }
+    expect(map.held).toBe(65);
+    map.set(64, 64);
+    map.delete(64);
+    expect(map.held).toBe(1);
+    expect([...map]).toEqual([[-1, -1]]);
+  });
+});
