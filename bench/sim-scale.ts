@@ -10,6 +10,7 @@
  * - forward connections per child (established TCP links between engine children).
  * `--chaos`: nodes other than the first two are killed (SIGKILL, no goodbye) and restarted under
  * churn while a steady route on node 0 is requested through node 1 the whole time.
+ * `--warmup S`: S seconds of churn before the measured window (its RSS curve printed apart).
  *
  * Run: npm run sim:scale -- --nodes 4,8 --routes 100,1000 --churn 2 --seconds 10 [--chaos]
  * R is the number of routes in the whole cluster, spread over one bulk worker per node.
@@ -35,6 +36,10 @@ const NODES = list('nodes', '4');
 const ROUTES = list('routes', '100');
 const CHURN = list('churn', '2'); // worker reconnects per second, cluster-wide
 const SECONDS = Number(arg('seconds', '10')); // churn phase length
+// `--warmup S`: churn (and probes) run S seconds before the measured window; every figure under churn
+// is of the window only, and the warm-up's own RSS curve is printed apart (V8 sizes its heap to the
+// allocation rate in the first minutes of churn: that ramp is not growth over the window).
+const WARMUP_SECONDS = Number(arg('warmup', '0'));
 const IDLE_SECONDS = Number(arg('idle', '5'));
 const PROBES = Number(arg('probes', '10'));
 const CHAOS = argv.includes('--chaos');
@@ -339,6 +344,44 @@ function fmt(values: number[], digits = 0): string {
   return values.map((v) => (Number.isFinite(v) ? v.toFixed(digits) : '–')).join('/');
 }
 
+type RssSeries = { min: number; mb: number; pid: number }[];
+
+/**
+ * Each node's child RSS series (samples of its current child only): first and last sample, the median
+ * (max) across nodes once a minute, and the least-squares slope over the series and its second half.
+ */
+function printRss(label: string, series: RssSeries[], pids: number[]): void {
+  const same = series.map((s, i) => s.filter((x) => x.pid === pids[i] && Number.isFinite(x.mb)));
+  const span = same.map((s) => (s.length < 2 ? 0 : s.at(-1)!.min - s[0]!.min));
+  console.log(`${label}child RSS MB under churn, first sample: ${fmt(same.map((s) => s[0]?.mb ?? Number.NaN))}`);
+  console.log(`${label}child RSS MB under churn, last sample:  ${fmt(same.map((s) => s.at(-1)?.mb ?? Number.NaN))}  (${(Math.max(...span) * 60).toFixed(0)} s apart, every ${RSS_EVERY_MS / 1000} s)`);
+  // The curve: median and max across nodes, once a minute (runs of a minute or more).
+  const minutes = Math.floor(Math.max(...span));
+  if (minutes >= 1) {
+    const at = (m: number): string => {
+      const values = same.map((s) => s.find((x) => x.min - s[0]!.min >= m - 1e-9)?.mb ?? Number.NaN).filter(Number.isFinite);
+      return `${pct(values, 50).toFixed(0)} (${Math.max(...values).toFixed(0)})`;
+    };
+    console.log(`${label}child RSS MB under churn, median (max) across nodes, each minute: ${Array.from({ length: minutes + 1 }, (_, m) => at(m)).join(', ')}`);
+  }
+  const slopes = same.map((s) => slope(s));
+  const lateSlopes = same.map((s) => slope(s.slice(Math.floor(s.length / 2))));
+  const range = (values: number[]): string => {
+    const finite = values.filter(Number.isFinite);
+    return `min ${Math.min(...finite).toFixed(2)}, median ${pct(finite, 50).toFixed(2)}, max ${Math.max(...finite).toFixed(2)}`;
+  };
+  console.log(`${label}child RSS slope MB/min, whole window: ${fmt(slopes, 2)}  (${range(slopes)})`);
+  console.log(`${label}child RSS slope MB/min, second half:  ${fmt(lateSlopes, 2)}  (${range(lateSlopes)})`);
+}
+
+/** How long a process has run, in minutes (/proc: its start in clock ticks after boot). */
+function ageMin(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const started = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) / 100;
+  const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+  return (uptime - started) / 60;
+}
+
 async function scenario(n: number, r: number, rate: number): Promise<void> {
   const redis = await startRedisServer();
   const info = new Redis(redis.url);
@@ -436,6 +479,28 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
       };
     }
     const churner = churn(live, rate, 'x');
+    let k = PROBES;
+    // Warm-up: the same churn and probes, nothing of it counted but its own RSS curve.
+    const warmSeries = nodes.map(() => [] as RssSeries);
+    if (WARMUP_SECONDS > 0) {
+      const w0 = performance.now();
+      const sampleWarm = (): void => {
+        const min = (performance.now() - w0) / 60_000;
+        nodes.forEach((nd, i) => warmSeries[i]!.push({ min, mb: rssMb(nd.childPid), pid: nd.childPid }));
+      };
+      sampleWarm();
+      const warmTimer = setInterval(sampleWarm, RSS_EVERY_MS);
+      const warmEnd = Date.now() + WARMUP_SECONDS * 1000;
+      while (Date.now() < warmEnd) {
+        await probe(nodes, k % n, k, 'q');
+        k++;
+        await sleep(200);
+      }
+      clearInterval(warmTimer);
+      sampleWarm();
+    }
+    const reconnects0 = churner.reconnects();
+    const skipped0 = churner.skipped();
     const cpu0 = cpuOf(nodes);
     const c0 = await redisSample(info);
     const churnLatencies: number[] = [];
@@ -443,7 +508,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const simCpu0 = process.cpuUsage();
     const requests0 = requestsSent;
     // Each node's child RSS every RSS_EVERY_MS under churn (pids kept: a restarted node starts a new series).
-    const rssSeries = nodes.map(() => [] as { min: number; mb: number; pid: number }[]);
+    const rssSeries = nodes.map(() => [] as RssSeries);
     const sampleRss = (): void => {
       const min = (performance.now() - c0.at) / 60_000;
       nodes.forEach((nd, i) => rssSeries[i]!.push({ min, mb: rssMb(nd.childPid), pid: nd.childPid }));
@@ -451,9 +516,10 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     sampleRss();
     const tracedNode = nodes.find((nd) => nd.index === TRACE_GC_NODE);
     const rssParts0 = tracedNode === undefined ? [] : rssParts(tracedNode.childPid);
+    // Where the measured window starts in the traced child's life (its GC trace counts from its start).
+    const windowFromMin = tracedNode === undefined ? 0 : ageMin(tracedNode.childPid);
     const rssTimer = setInterval(sampleRss, RSS_EVERY_MS);
     const end = Date.now() + SECONDS * 1000;
-    let k = PROBES;
     let kills = 0;
     while (Date.now() < end) {
       if (CHAOS && n > 2) {
@@ -475,7 +541,8 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const cpu1 = cpuOf(nodes);
     const simCpu = process.cpuUsage(simCpu0);
     const requests1 = requestsSent;
-    const reconnected = churner.reconnects();
+    const reconnected = churner.reconnects() - reconnects0;
+    const skippedInWindow = churner.skipped() - skipped0;
     clearInterval(rssTimer);
     sampleRss();
     await churner.stop();
@@ -499,30 +566,17 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     console.log(`the sim's own process (workers, probes' HTTP polling, spy) under churn: ${((simCpu.user + simCpu.system) / 1000 / churnSec).toFixed(0)} ms/s of CPU; HTTP requests to the nodes ${((requests1 - requests0) / churnSec).toFixed(0)}/s (${((requests1 - requests0) / churnSec / n).toFixed(0)}/s per node)`);
     console.log(`redis per registration (idle subtracted): egress ${kb(egressPerReg)} KiB  ingress ${kb(ingressPerReg)} KiB`);
     console.log(`redis idle:  ${idle.cmds.toFixed(0)} cmd/s  ${idle.pubs.toFixed(1)} publish/s  ${idle.deliveries.toFixed(0)} deliveries/s  in ${kb(idle.inBps)} KiB/s  out ${kb(idle.outBps)} KiB/s`);
-    console.log(`redis churn: ${busy.cmds.toFixed(0)} cmd/s  ${busy.pubs.toFixed(1)} publish/s  ${busy.deliveries.toFixed(0)} deliveries/s  in ${kb(busy.inBps)} KiB/s  out ${kb(busy.outBps)} KiB/s  (${reconnected} reconnects in ${churnSec.toFixed(1)} s: ${(reconnected / churnSec).toFixed(1)}/s of ${rate}/s asked, ${churner.skipped()} turns skipped with every slot busy)`);
+    console.log(`redis churn: ${busy.cmds.toFixed(0)} cmd/s  ${busy.pubs.toFixed(1)} publish/s  ${busy.deliveries.toFixed(0)} deliveries/s  in ${kb(busy.inBps)} KiB/s  out ${kb(busy.outBps)} KiB/s  (${reconnected} reconnects in ${churnSec.toFixed(1)} s: ${(reconnected / churnSec).toFixed(1)}/s of ${rate}/s asked, ${skippedInWindow} turns skipped with every slot busy)`);
     console.log(`node CPU ms/s idle:  ${fmt(idleCpu)}  (${idleSec.toFixed(0)} s)`);
     console.log(`  of which the child: ${fmt(idleChild)}`);
     console.log(`node CPU ms/s churn: ${fmt(busyCpu)}`);
     console.log(`child RSS MB idle:  ${fmt(idleRss)}`);
     console.log(`child RSS MB churn: ${fmt(busyRss)}`);
     console.log(`forward connections per child: ${fmt(links)}`);
-    // RSS growth under churn: first and last sample, and the least-squares slope (all samples, and the second half).
-    const same = rssSeries.map((series, i) => series.filter((x) => x.pid === nodes[i]!.childPid && Number.isFinite(x.mb)));
-    const span = same.map((series) => (series.length < 2 ? 0 : series.at(-1)!.min - series[0]!.min));
-    console.log(`child RSS MB under churn, first sample: ${fmt(same.map((series) => series[0]?.mb ?? Number.NaN))}`);
-    console.log(`child RSS MB under churn, last sample:  ${fmt(same.map((series) => series.at(-1)?.mb ?? Number.NaN))}  (${(Math.max(...span) * 60).toFixed(0)} s apart, every ${RSS_EVERY_MS / 1000} s)`);
-    // The curve: median and max across nodes, once a minute (runs of a minute or more).
-    const minutes = Math.floor(Math.max(...span));
-    if (minutes >= 1) {
-      const at = (m: number): string => {
-        const values = same.map((series) => series.find((x) => x.min - series[0]!.min >= m - 1e-9)?.mb ?? Number.NaN).filter(Number.isFinite);
-        return `${pct(values, 50).toFixed(0)} (${Math.max(...values).toFixed(0)})`;
-      };
-      console.log(`child RSS MB under churn, median (max) across nodes, each minute: ${Array.from({ length: minutes + 1 }, (_, m) => at(m)).join(', ')}`);
-    }
-    const slopes = same.map((series) => slope(series));
-    const lateSlopes = same.map((series) => slope(series.slice(Math.floor(series.length / 2))));
-    console.log(`child RSS slope MB/min, whole run:   ${fmt(slopes, 2)}  (max ${Math.max(...slopes.filter(Number.isFinite)).toFixed(2)})`);
+    // RSS under churn: the warm-up's curve apart, then the measured window's.
+    const pids = nodes.map((nd) => nd.childPid);
+    if (WARMUP_SECONDS > 0) printRss(`warm-up (${WARMUP_SECONDS} s, not measured): `, warmSeries, pids);
+    printRss(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids);
     const traced = nodes.find((nd) => nd.index === TRACE_GC_NODE);
     if (traced !== undefined) {
       // `[pid:0x…]  123456 ms: Mark-Compact 45.2 (60.1) -> 40.3 (61.2) MB, …` of the child (ms since it started).
@@ -535,10 +589,15 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
       console.log(
         `node ${TRACE_GC_NODE} child heap after each full GC, MB (${fulls.length} over its life): first ${fmt(fulls.slice(0, 5).map((f) => f.mb), 1)} … last ${fmt(fulls.slice(-5).map((f) => f.mb), 1)}; slope ${slope(fulls).toFixed(2)} MB/min over its life, ${slope(last).toFixed(2)} MB/min over the later half`,
       );
+      // The live heap over the measured window alone (and its second half), with each full GC's value.
+      const inWindow = fulls.filter((f) => f.min >= windowFromMin);
+      const windowHalf = inWindow.filter((f) => f.min >= windowFromMin + (SECONDS / 60) / 2);
+      console.log(
+        `node ${TRACE_GC_NODE} child heap after each full GC in the measured window, MB (${inWindow.length}): ${fmt(inWindow.map((f) => f.mb), 1)}; slope ${slope(inWindow).toFixed(2)} MB/min over the window, ${slope(windowHalf).toFixed(2)} MB/min over its second half`,
+      );
       // The heap V8 keeps committed after those GCs (the parenthesised size): what of the RSS is the JS heap's.
       console.log(`node ${TRACE_GC_NODE} child committed heap after each full GC, MB: first ${fmt(fulls.slice(0, 5).map((f) => f.committed), 1)} … last ${fmt(fulls.slice(-5).map((f) => f.committed), 1)}; ${fmt(rssParts0)} → ${fmt(rssParts(traced.childPid))} MB (RssAnon/RssFile) from the start of churn to its end`);
     }
-    console.log(`child RSS slope MB/min, second half: ${fmt(lateSlopes, 2)}  (max ${Math.max(...lateSlopes.filter(Number.isFinite)).toFixed(2)})`);
 
     if (CHAOS) {
       // Every route registered at the end (live churn workers) servable on every node within 2 s.
@@ -582,6 +641,6 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
   }
 }
 
-console.log(`# sim:scale nodes=${NODES.join(',')} routes=${ROUTES.join(',')} churn=${CHURN.join(',')}/s seconds=${SECONDS} heartbeat=${HEARTBEAT_MS} ms lease=${LEASE_MS} ms${CHAOS ? ' --chaos' : ''}`);
+console.log(`# sim:scale nodes=${NODES.join(',')} routes=${ROUTES.join(',')} churn=${CHURN.join(',')}/s seconds=${SECONDS}${WARMUP_SECONDS > 0 ? ` warmup=${WARMUP_SECONDS} s` : ''} heartbeat=${HEARTBEAT_MS} ms lease=${LEASE_MS} ms${CHAOS ? ' --chaos' : ''}`);
 for (const n of NODES) for (const r of ROUTES) for (const rate of CHURN) await scenario(n, r, rate);
 process.exit(0);
