@@ -25,6 +25,8 @@ import type { EngineHandle } from '../test/support/processes.js';
 import { startEngine } from '../test/support/processes.js';
 import type { RedisServer } from '../test/support/redis.js';
 import { startRedisServer } from '../test/support/redis.js';
+import { ageMin, fmt, pct, printRss, rssMb, rssParts, slope } from './lib/sim-rss.js';
+import type { RssSeries } from './lib/sim-rss.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, fallback: string): string => {
@@ -58,10 +60,6 @@ const TRACE_GC_NODE = argv.includes('--trace-gc') ? Number(arg('trace-gc', '0'))
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function pct(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
-}
 
 interface Node {
   index: number;
@@ -88,24 +86,7 @@ function cpuMs(pid: number): number {
   }
 }
 
-function rssMb(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return Number(m?.[1]) / 1024;
-  } catch {
-    return Number.NaN;
-  }
-}
 
-/** RssAnon and RssFile of a process, MB. */
-function rssParts(pid: number): number[] {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    return ['RssAnon', 'RssFile'].map((key) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1]) / 1024);
-  } catch {
-    return [Number.NaN, Number.NaN];
-  }
-}
 
 interface RedisSample {
   at: number;
@@ -330,57 +311,6 @@ function churn(nodes: () => Node[], rate: number, prefix: string): Churner {
   };
 }
 
-/** Least-squares slope of MB over minutes (NaN under 3 samples). */
-function slope(series: { min: number; mb: number }[]): number {
-  if (series.length < 3) return Number.NaN;
-  const mx = series.reduce((a, x) => a + x.min, 0) / series.length;
-  const my = series.reduce((a, x) => a + x.mb, 0) / series.length;
-  const sxy = series.reduce((a, x) => a + (x.min - mx) * (x.mb - my), 0);
-  const sxx = series.reduce((a, x) => a + (x.min - mx) ** 2, 0);
-  return sxx === 0 ? Number.NaN : sxy / sxx;
-}
-
-function fmt(values: number[], digits = 0): string {
-  return values.map((v) => (Number.isFinite(v) ? v.toFixed(digits) : '–')).join('/');
-}
-
-type RssSeries = { min: number; mb: number; pid: number }[];
-
-/**
- * Each node's child RSS series (samples of its current child only): first and last sample, the median
- * (max) across nodes once a minute, and the least-squares slope over the series and its second half.
- */
-function printRss(label: string, series: RssSeries[], pids: number[]): void {
-  const same = series.map((s, i) => s.filter((x) => x.pid === pids[i] && Number.isFinite(x.mb)));
-  const span = same.map((s) => (s.length < 2 ? 0 : s.at(-1)!.min - s[0]!.min));
-  console.log(`${label}child RSS MB under churn, first sample: ${fmt(same.map((s) => s[0]?.mb ?? Number.NaN))}`);
-  console.log(`${label}child RSS MB under churn, last sample:  ${fmt(same.map((s) => s.at(-1)?.mb ?? Number.NaN))}  (${(Math.max(...span) * 60).toFixed(0)} s apart, every ${RSS_EVERY_MS / 1000} s)`);
-  // The curve: median and max across nodes, once a minute (runs of a minute or more).
-  const minutes = Math.floor(Math.max(...span));
-  if (minutes >= 1) {
-    const at = (m: number): string => {
-      const values = same.map((s) => s.find((x) => x.min - s[0]!.min >= m - 1e-9)?.mb ?? Number.NaN).filter(Number.isFinite);
-      return `${pct(values, 50).toFixed(0)} (${Math.max(...values).toFixed(0)})`;
-    };
-    console.log(`${label}child RSS MB under churn, median (max) across nodes, each minute: ${Array.from({ length: minutes + 1 }, (_, m) => at(m)).join(', ')}`);
-  }
-  const slopes = same.map((s) => slope(s));
-  const lateSlopes = same.map((s) => slope(s.slice(Math.floor(s.length / 2))));
-  const range = (values: number[]): string => {
-    const finite = values.filter(Number.isFinite);
-    return `min ${Math.min(...finite).toFixed(2)}, median ${pct(finite, 50).toFixed(2)}, max ${Math.max(...finite).toFixed(2)}`;
-  };
-  console.log(`${label}child RSS slope MB/min, whole window: ${fmt(slopes, 2)}  (${range(slopes)})`);
-  console.log(`${label}child RSS slope MB/min, second half:  ${fmt(lateSlopes, 2)}  (${range(lateSlopes)})`);
-}
-
-/** How long a process has run, in minutes (/proc: its start in clock ticks after boot). */
-function ageMin(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const started = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) / 100;
-  const uptime = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-  return (uptime - started) / 60;
-}
 
 async function scenario(n: number, r: number, rate: number): Promise<void> {
   const redis = await startRedisServer();
@@ -575,8 +505,8 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     console.log(`forward connections per child: ${fmt(links)}`);
     // RSS under churn: the warm-up's curve apart, then the measured window's.
     const pids = nodes.map((nd) => nd.childPid);
-    if (WARMUP_SECONDS > 0) printRss(`warm-up (${WARMUP_SECONDS} s, not measured): `, warmSeries, pids);
-    printRss(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids);
+    if (WARMUP_SECONDS > 0) printRss(`warm-up (${WARMUP_SECONDS} s, not measured): `, warmSeries, pids, RSS_EVERY_MS);
+    printRss(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids, RSS_EVERY_MS);
     const traced = nodes.find((nd) => nd.index === TRACE_GC_NODE);
     if (traced !== undefined) {
       // `[pid:0x…]  123456 ms: Mark-Compact 45.2 (60.1) -> 40.3 (61.2) MB, …` of the child (ms since it started).
