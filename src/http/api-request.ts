@@ -16,24 +16,26 @@ export interface ApiRequest {
 }
 
 /**
- * JSON request bodies are kept as their own text (already parsed once to validate it, then dropped)
- * until something reads or replaces `body`: the common path splices the text into the worker frame
- * and never holds a parsed copy (docs/performance.md: a parsed 64 KiB body outlived young-generation
- * GC for the whole request and drove a child's RSS past 150 MB). Reading `body` parses the text once
- * and from then on the parsed value is the body, patches included. The text sits under a symbol key,
- * which JSON, Object.keys and middleware patches never see.
+ * JSON request bodies are kept as they arrived (checked, never parsed: body.ts) until something reads
+ * or replaces `body`: the common path splices them into the worker frame and never holds a parsed
+ * copy (docs/performance.md: a parsed 64 KiB body outlived young-generation GC for the whole request
+ * and drove a child's RSS past 150 MB). A body that is valid UTF-8 stays bytes, copied into the frame
+ * as they are; otherwise it is its decoded text. Reading `body` parses it once and from then on the
+ * parsed value is the body, patches included. The body sits under a symbol key, which JSON,
+ * Object.keys and middleware patches never see.
  */
-const UNTOUCHED_BODY = Symbol('untouched JSON body text');
+const UNTOUCHED_BODY = Symbol('untouched JSON body');
 /**
- * The request's JSON without its closing brace, kept from one invocation to the next: middleware and
- * handler of one request get the same request text unless something changed it in between, and
- * whatever changes it calls `requestChanged` (the pipeline after matching, middleware patches, a body
- * assignment). Under a symbol key, which JSON, Object.keys and patches never see. (A WeakMap beside
- * the request cost about 0.8 µs more per request JSON in a micro-benchmark: every request added an
- * entry the GC traces as an ephemeron, where most requests read the text only once.)
+ * The request's JSON up to its body's value (`…,"body":`), kept from one invocation to the next:
+ * middleware and handler of one request get the same request text unless something changed it in
+ * between, and whatever changes it calls `requestChanged` (the pipeline after matching, middleware
+ * patches, a body assignment). Under a symbol key, which JSON, Object.keys and patches never see. (A
+ * WeakMap beside the request cost about 0.8 µs more per request JSON in a micro-benchmark: every
+ * request added an entry the GC traces as an ephemeron, where most requests read the text only once.)
+ * A request without an untouched body keeps its whole JSON without the closing brace instead.
  */
-const JSON_HEAD = Symbol('request JSON without its closing brace');
-type Memoised = ApiRequest & { [UNTOUCHED_BODY]?: string | undefined; [JSON_HEAD]?: string | undefined };
+const JSON_HEAD = Symbol('request JSON up to its body');
+type Memoised = ApiRequest & { [UNTOUCHED_BODY]?: string | Buffer | undefined; [JSON_HEAD]?: string | undefined };
 
 /** Forgets the request's JSON text: call after changing any of its fields. */
 export function requestChanged(request: ApiRequest): void {
@@ -42,8 +44,8 @@ export function requestChanged(request: ApiRequest): void {
 
 export type ApiRequestFields = Omit<ApiRequest, 'body'>;
 
-/** An ApiRequest whose body is `json` (valid JSON text), parsed only if something reads it. */
-export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRequest {
+/** An ApiRequest whose body is `json` (valid JSON, as text or UTF-8 bytes), parsed only if something reads it. */
+export function apiRequestWithJsonBody(f: ApiRequestFields, json: string | Buffer): ApiRequest {
   let value: unknown;
   // One object literal (accessors included): the same shape for every request, unlike defineProperty.
   const request: Memoised = {
@@ -52,10 +54,11 @@ export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRe
     path_params: f.path_params,
     query_params: f.query_params,
     get body(): unknown {
-      const text = request[UNTOUCHED_BODY];
-      if (text !== undefined) {
-        value = JSON.parse(text);
+      const untouched = request[UNTOUCHED_BODY];
+      if (untouched !== undefined) {
+        value = JSON.parse(typeof untouched === 'string' ? untouched : untouched.toString('utf8'));
         request[UNTOUCHED_BODY] = undefined;
+        request[JSON_HEAD] = undefined;
       }
       return value;
     },
@@ -76,30 +79,47 @@ export function apiRequestWithJsonBody(f: ApiRequestFields, json: string): ApiRe
 }
 
 /**
- * The request as the worker's JSON: an untouched body's own text is spliced in (one JSON pass less
- * per request, most of the cost for large bodies). The worker parses the same values. The other
- * fields are fixed: middleware may patch only the ApiRequest's own keys. `extra` is more members as
- * JSON text (the handler's channel refs), added after the request's own. The text is kept until
- * `requestChanged` (JSON_HEAD).
+ * The request's JSON up to where `tail` goes (its closing brace, or more members and the brace): with
+ * an untouched body, up to and including `"body":`, the body itself being `untouched`.
  */
-export function apiRequestJson(request: ApiRequest, extra?: string): string {
-  const memo = request as Memoised;
+function requestHead(memo: Memoised): { head: string; untouched: string | Buffer | undefined } {
+  const untouched = memo[UNTOUCHED_BODY];
   let head = memo[JSON_HEAD];
   if (head === undefined) {
-    const bodyJson = memo[UNTOUCHED_BODY];
-    if (bodyJson === undefined) {
-      head = JSON.stringify(request).slice(0, -1);
+    if (untouched === undefined) {
+      head = JSON.stringify(memo).slice(0, -1);
     } else {
-      const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = request;
-      head = `${JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip }).slice(0, -1)},"body":${bodyJson}`;
+      const { path, method, path_params, query_params, headers, trigger, context, request_id, ip } = memo;
+      head = `${JSON.stringify({ path, method, path_params, query_params, headers, trigger, context, request_id, ip }).slice(0, -1)},"body":`;
     }
     memo[JSON_HEAD] = head;
   }
-  return extra === undefined ? `${head}}` : `${head},${extra}}`;
+  return { head, untouched };
 }
 
-/** The request as invocation data: JSON text, so an untouched body is never parsed again. */
-export const apiRequestData = (request: ApiRequest, extra?: string): RawJson => new RawJson(apiRequestJson(request, extra));
+/**
+ * The request as the worker's JSON: an untouched body is spliced in as it arrived (one JSON pass less
+ * per request, most of the cost for large bodies). The worker parses the same values. The other
+ * fields are fixed: middleware may patch only the ApiRequest's own keys. `extra` is more members as
+ * JSON text (the handler's channel refs), added after the request's own.
+ */
+export function apiRequestJson(request: ApiRequest, extra?: string): string {
+  const { head, untouched } = requestHead(request as Memoised);
+  const tail = extra === undefined ? '}' : `,${extra}}`;
+  if (untouched === undefined) return `${head}${tail}`;
+  return `${head}${typeof untouched === 'string' ? untouched : untouched.toString('utf8')}${tail}`;
+}
+
+/**
+ * The request as invocation data: JSON text, so an untouched body is never parsed again; a body still
+ * in its bytes stays bytes (RawJson.spliced), and a worker connection copies them into its frame.
+ */
+export function apiRequestData(request: ApiRequest, extra?: string): RawJson {
+  const { head, untouched } = requestHead(request as Memoised);
+  const tail = extra === undefined ? '}' : `,${extra}}`;
+  if (untouched === undefined) return new RawJson(`${head}${tail}`);
+  return typeof untouched === 'string' ? new RawJson(`${head}${untouched}${tail}`) : RawJson.spliced(head, untouched, tail);
+}
 
 /** Header names are lower-case (Node gives them so); repeated headers are joined with ", ". */
 export function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {

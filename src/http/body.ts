@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { checkJson } from './json-check.js';
 
@@ -90,10 +91,13 @@ export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: nu
 }
 
 /**
- * A JSON body comes back as its own text (`json`: valid and depth-checked, the parse result dropped),
- * so it can be sent on as is and parsed again only if something reads it (apiRequestWithJsonBody).
+ * A JSON body comes back as itself (`json`: valid and depth-checked, never parsed), so it can be sent
+ * on as is and parsed only if something reads it (apiRequestWithJsonBody): its bytes when they are
+ * valid UTF-8 (they are then exactly the bytes its text encodes to, and go into the worker's frame
+ * without being decoded and encoded again), else its decoded text (invalid sequences become U+FFFD,
+ * as they always did).
  */
-export type BodyDecodeResult = { ok: true; body: unknown } | { ok: true; json: string } | { ok: false; code: 'INVALID_JSON'; message?: string };
+export type BodyDecodeResult = { ok: true; body: unknown } | { ok: true; json: string | Buffer } | { ok: false; code: 'INVALID_JSON'; message?: string };
 
 /**
  * JSON bodies nested deeper than this are refused (400 INVALID_JSON). JSON.parse does not recurse,
@@ -120,14 +124,13 @@ export function decodeBody(bytes: Buffer, contentType: string | undefined): Body
   if (bytes.length === 0) return { ok: true, body: null };
   const kind = bodyKind(contentType);
   if (kind === 'json') {
-    const text = bytes.toString('utf8');
-    // Checked without building the value: the text is what travels on (the parse result was dropped).
-    const check = checkJson(text, MAX_JSON_DEPTH);
+    // Checked without building the value or decoding the text: the body travels on as it is.
+    const check = checkJson(bytes, MAX_JSON_DEPTH);
     if (check === 'invalid') return { ok: false, code: 'INVALID_JSON' };
     if (check === 'too_deep') {
       return { ok: false, code: 'INVALID_JSON', message: `Request body JSON is nested deeper than ${MAX_JSON_DEPTH} levels` };
     }
-    return { ok: true, json: text };
+    return { ok: true, json: isUtf8(bytes) ? bytes : bytes.toString('utf8') };
   }
   if (kind === 'form') return { ok: true, body: searchParamsToObject(new URLSearchParams(bytes.toString('utf8'))) };
   if (kind === 'text') return { ok: true, body: bytes.toString('utf8') };

@@ -5,11 +5,15 @@
  * about 145 KB for a 64 KiB body of records, most of the child's garbage on that path
  * (docs/performance.md, issue 26 point 6).
  *
- * The grammar is RFC 8259's over the string's UTF-16 code units, which is what JSON.parse accepts:
- * whitespace is space, tab, LF and CR; strings hold any code unit from 0x20 up (lone surrogates
- * included) except an unescaped quote or backslash; escapes are \" \\ \/ \b \f \n \r \t and \u with
- * four hex digits; numbers are -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. A property test holds it
- * to JSON.parse's verdict (test/unit/json-check.test.ts).
+ * It reads the body's bytes, not its text: decoding them first allocated the document once more
+ * (issue 26 point 6). The grammar is RFC 8259's, which is what JSON.parse accepts of the decoded
+ * text: whitespace is space, tab, LF and CR; strings hold anything from 0x20 up except an unescaped
+ * quote or backslash; escapes are \" \\ \/ \b \f \n \r \t and \u with four hex digits; numbers are
+ * -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. Every byte of a multi-byte UTF-8 sequence is 0x80 or
+ * more, so it is allowed where its character is (in strings) and refused where it is not; and UTF-8
+ * decoding never folds an ASCII byte into a replacement character, so invalid sequences, which decode
+ * to U+FFFD, get the same verdict too. A property test holds it to JSON.parse's verdict on the bytes'
+ * decoded text (test/unit/json-check.test.ts).
  */
 export type JsonCheck = 'ok' | 'invalid' | 'too_deep';
 
@@ -35,6 +39,20 @@ const CLOSE_OBJECT = 0x7d;
 const SIMPLE_ESCAPE = new Uint8Array(128);
 for (const c of '"\\/bfnrt') SIMPLE_ESCAPE[c.charCodeAt(0)] = 1;
 
+const TRUE = [0x74, 0x72, 0x75, 0x65];
+const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
+const NULL = [0x6e, 0x75, 0x6c, 0x6c];
+
+function startsWith(bytes: Buffer, at: number, word: readonly number[]): boolean {
+  for (let k = 0; k < word.length; k++) if (bytes[at + k] !== word[k]) return false; // past the end: undefined, never equal
+  return true;
+}
+
+/** The byte at `i`, or -1 past the end (which nothing matches, as charCodeAt's NaN did for text). */
+function at(bytes: Buffer, i: number): number {
+  return bytes[i] ?? -1;
+}
+
 function isDigit(c: number): boolean {
   return c >= ZERO && c <= NINE;
 }
@@ -44,64 +62,64 @@ function isHex(c: number): boolean {
 }
 
 /**
- * 'ok' when `text` is one JSON value nested at most `maxDepth` arrays and objects deep, 'too_deep'
+ * 'ok' when `bytes` (UTF-8) is one JSON value nested at most `maxDepth` arrays and objects deep, 'too_deep'
  * when it is valid JSON nested deeper, 'invalid' otherwise. Allocates one byte per level of the
  * deepest nesting it follows (at most `maxDepth` + 1).
  */
-export function checkJson(text: string, maxDepth: number): JsonCheck {
+export function checkJson(bytes: Buffer, maxDepth: number): JsonCheck {
   // The open containers, innermost last: 1 for an array, 2 for an object.
   const open = new Uint8Array(maxDepth + 1);
   let depth = 0;
-  const end = text.length;
-  let i = skipSpace(text, 0);
+  const end = bytes.length;
+  let i = skipSpace(bytes, 0);
   for (;;) {
     // A value starts at i.
     if (i >= end) return 'invalid';
-    const c = text.charCodeAt(i);
+    const c = at(bytes, i);
     if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
-      if (depth === maxDepth) return parses(text) ? 'too_deep' : 'invalid';
+      if (depth === maxDepth) return parses(bytes) ? 'too_deep' : 'invalid';
       open[depth++] = c === OPEN_ARRAY ? 1 : 2;
-      i = skipSpace(text, i + 1);
+      i = skipSpace(bytes, i + 1);
       if (c === OPEN_ARRAY) {
-        if (text.charCodeAt(i) === CLOSE_ARRAY) {
+        if (at(bytes, i) === CLOSE_ARRAY) {
           depth--;
           i++;
         } else {
           continue; // the array's first value
         }
-      } else if (text.charCodeAt(i) === CLOSE_OBJECT) {
+      } else if (at(bytes, i) === CLOSE_OBJECT) {
         depth--;
         i++;
       } else {
-        i = memberName(text, i);
+        i = memberName(bytes, i);
         if (i < 0) return 'invalid';
         continue; // the member's value
       }
     } else if (c === QUOTE) {
-      i = stringEnd(text, i);
+      i = stringEnd(bytes, i);
       if (i < 0) return 'invalid';
     } else if (c === MINUS || isDigit(c)) {
-      i = numberEnd(text, i);
+      i = numberEnd(bytes, i);
       if (i < 0) return 'invalid';
-    } else if (text.startsWith('true', i)) {
+    } else if (startsWith(bytes, i, TRUE)) {
       i += 4;
-    } else if (text.startsWith('false', i)) {
+    } else if (startsWith(bytes, i, FALSE)) {
       i += 5;
-    } else if (text.startsWith('null', i)) {
+    } else if (startsWith(bytes, i, NULL)) {
       i += 4;
     } else {
       return 'invalid';
     }
     // A value ended at i: close what it ends, or go on to the next element.
     for (;;) {
-      i = skipSpace(text, i);
+      i = skipSpace(bytes, i);
       if (depth === 0) return i === end ? 'ok' : 'invalid';
-      const next = text.charCodeAt(i);
+      const next = at(bytes, i);
       const inArray = open[depth - 1] === 1;
       if (next === COMMA) {
-        i = skipSpace(text, i + 1);
+        i = skipSpace(bytes, i + 1);
         if (!inArray) {
-          i = memberName(text, i);
+          i = memberName(bytes, i);
           if (i < 0) return 'invalid';
         }
         break; // the next value
@@ -114,46 +132,46 @@ export function checkJson(text: string, maxDepth: number): JsonCheck {
 }
 
 /** Too deep for the walk's stack: whether JSON.parse reads it (rare, so its cost does not matter). */
-function parses(text: string): boolean {
+function parses(bytes: Buffer): boolean {
   try {
-    JSON.parse(text);
+    JSON.parse(bytes.toString('utf8'));
     return true;
   } catch {
     return false;
   }
 }
 
-function skipSpace(text: string, from: number): number {
+function skipSpace(bytes: Buffer, from: number): number {
   let i = from;
   for (;;) {
-    const c = text.charCodeAt(i);
+    const c = at(bytes, i);
     if (c !== SPACE && c !== LF && c !== CR && c !== TAB) return i;
     i++;
   }
 }
 
 /** A member's name and its colon from `from`; where its value starts (after spaces), or -1. */
-function memberName(text: string, from: number): number {
-  if (text.charCodeAt(from) !== QUOTE) return -1;
-  let i = stringEnd(text, from);
+function memberName(bytes: Buffer, from: number): number {
+  if (at(bytes, from) !== QUOTE) return -1;
+  let i = stringEnd(bytes, from);
   if (i < 0) return -1;
-  i = skipSpace(text, i);
-  if (text.charCodeAt(i) !== COLON) return -1;
-  return skipSpace(text, i + 1);
+  i = skipSpace(bytes, i);
+  if (at(bytes, i) !== COLON) return -1;
+  return skipSpace(bytes, i + 1);
 }
 
 /** The string opening at `from` (a quote): where it ends (after its closing quote), or -1. */
-function stringEnd(text: string, from: number): number {
-  const end = text.length;
+function stringEnd(bytes: Buffer, from: number): number {
+  const end = bytes.length;
   let i = from + 1;
   while (i < end) {
-    const c = text.charCodeAt(i);
+    const c = at(bytes, i);
     if (c === QUOTE) return i + 1;
     if (c < SPACE) return -1;
     if (c === BACKSLASH) {
-      const e = text.charCodeAt(i + 1);
+      const e = at(bytes, i + 1);
       if (e === 0x75) {
-        if (!(isHex(text.charCodeAt(i + 2)) && isHex(text.charCodeAt(i + 3)) && isHex(text.charCodeAt(i + 4)) && isHex(text.charCodeAt(i + 5)))) return -1;
+        if (!(isHex(at(bytes, i + 2)) && isHex(at(bytes, i + 3)) && isHex(at(bytes, i + 4)) && isHex(at(bytes, i + 5)))) return -1;
         i += 6;
       } else if (e < 128 && SIMPLE_ESCAPE[e] === 1) {
         i += 2;
@@ -168,23 +186,23 @@ function stringEnd(text: string, from: number): number {
 }
 
 /** The number starting at `from` (a minus or a digit): where it ends, or -1. */
-function numberEnd(text: string, from: number): number {
+function numberEnd(bytes: Buffer, from: number): number {
   let i = from;
-  if (text.charCodeAt(i) === MINUS) i++;
-  const first = text.charCodeAt(i);
+  if (at(bytes, i) === MINUS) i++;
+  const first = at(bytes, i);
   if (first === ZERO) i++;
-  else if (isDigit(first)) while (isDigit(text.charCodeAt(++i)));
+  else if (isDigit(first)) while (isDigit(at(bytes, ++i)));
   else return -1;
-  if (text.charCodeAt(i) === DOT) {
-    if (!isDigit(text.charCodeAt(++i))) return -1;
-    while (isDigit(text.charCodeAt(++i)));
+  if (at(bytes, i) === DOT) {
+    if (!isDigit(at(bytes, ++i))) return -1;
+    while (isDigit(at(bytes, ++i)));
   }
-  const e = text.charCodeAt(i);
+  const e = at(bytes, i);
   if (e === 0x65 || e === 0x45) {
-    const sign = text.charCodeAt(++i);
+    const sign = at(bytes, ++i);
     if (sign === PLUS || sign === MINUS) i++;
-    if (!isDigit(text.charCodeAt(i))) return -1;
-    while (isDigit(text.charCodeAt(++i)));
+    if (!isDigit(at(bytes, i))) return -1;
+    while (isDigit(at(bytes, ++i)));
   }
   return i;
 }

@@ -1,3 +1,4 @@
+import type { JsonParts } from '../invocation/raw-json.js';
 import type { OutboundMessage, OutboundWireError } from './messages.js';
 
 /** Encodes one outbound frame. Optional fields that are undefined are omitted by JSON.stringify. */
@@ -5,15 +6,42 @@ export function encodeFrame(message: OutboundMessage): string {
   return JSON.stringify(message);
 }
 
+/** An invocation frame up to its data's value. */
+function invocationHead(invocationId: string, functionId: string): string {
+  return `{"type":"invokefunction","invocation_id":${JSON.stringify(invocationId)},"function_id":${JSON.stringify(functionId)},"data":`;
+}
+
+/** An invocation frame after its data's value. */
+function invocationTail(traceparent?: string, baggage?: string, metadataJson?: string): string {
+  // traceparent is 55 fixed characters of hex and dashes; baggage may hold anything: escaped.
+  const trace = (traceparent === undefined ? '' : `,"traceparent":${JSON.stringify(traceparent)}`) + (baggage === undefined ? '' : `,"baggage":${JSON.stringify(baggage)}`);
+  const metadata = metadataJson === undefined ? '' : `,"metadata":${metadataJson}`;
+  return `${trace}${metadata}}`;
+}
+
 /**
  * The hot-path encoder for an engine→worker invocation: avoids building an intermediate object per
  * request. `dataJson` is the already-serialised payload.
  */
 export function encodeInvocation(invocationId: string, functionId: string, dataJson: string, traceparent?: string, baggage?: string, metadataJson?: string): string {
-  // traceparent is 55 fixed characters of hex and dashes; baggage may hold anything: escaped.
-  const trace = (traceparent === undefined ? '' : `,"traceparent":${JSON.stringify(traceparent)}`) + (baggage === undefined ? '' : `,"baggage":${JSON.stringify(baggage)}`);
-  const metadata = metadataJson === undefined ? '' : `,"metadata":${metadataJson}`;
-  return `{"type":"invokefunction","invocation_id":${JSON.stringify(invocationId)},"function_id":${JSON.stringify(functionId)},"data":${dataJson}${trace}${metadata}}`;
+  return `${invocationHead(invocationId, functionId)}${dataJson}${invocationTail(traceparent, baggage, metadataJson)}`;
+}
+
+/**
+ * The same frame as encodeInvocation's, as its UTF-8 bytes, for data held as parts (RawJson.spliced):
+ * the data's bytes are copied in once, never decoded. Byte for byte what encodeInvocation's text
+ * encodes to (test/unit/encode-invocation-bytes.test.ts).
+ */
+export function encodeInvocationBytes(invocationId: string, functionId: string, data: JsonParts, traceparent?: string, baggage?: string, metadataJson?: string): Buffer {
+  const head = `${invocationHead(invocationId, functionId)}${data.head}`;
+  const tail = `${data.tail}${invocationTail(traceparent, baggage, metadataJson)}`;
+  const headBytes = Buffer.byteLength(head);
+  const bodyEnd = headBytes + data.bytes.length;
+  const frame = Buffer.allocUnsafe(bodyEnd + Buffer.byteLength(tail));
+  frame.write(head, 0);
+  data.bytes.copy(frame, headBytes);
+  frame.write(tail, bodyEnd);
+  return frame;
 }
 
 export function encodeInvocationResult(

@@ -5,10 +5,10 @@ import type { InvocationOutcome } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
 import { randomUuid } from '../random-ids.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
-import { toJson } from '../invocation/raw-json.js';
+import { RawJson, toJson } from '../invocation/raw-json.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
 import { decodeFrame } from '../protocol/decode.js';
-import { encodeFrame, encodeInvocation } from '../protocol/encode.js';
+import { encodeFrame, encodeInvocation, encodeInvocationBytes } from '../protocol/encode.js';
 import type { ReattachMessage } from '../protocol/messages.js';
 import type { CustomTriggerRecord, FunctionRecord, TriggerRecord, TriggerTypeRecord } from '../routing/registrations.js';
 import { PendingInvocations } from './pending-invocations.js';
@@ -205,8 +205,11 @@ export class WorkerConnection implements HubMember {
     else this.frameRate.receive(data);
   }
 
-  /** Sends a frame; false when the socket is no longer open (the caller settles what it waits for). */
-  send(frame: string): boolean {
+  /**
+   * Sends a frame (text, or its UTF-8 bytes: sent as a text frame all the same); false when the socket
+   * is no longer open (the caller settles what it waits for).
+   */
+  send(frame: string | Buffer): boolean {
     if (!this.isOpen) return false;
     this.outbound.send(frame);
     return true;
@@ -225,7 +228,11 @@ export class WorkerConnection implements HubMember {
     }
     // Serialised first: data that cannot become JSON throws here, leaving nothing pending.
     const metadataJson = trace?.metadata === undefined ? undefined : toJson(trace.metadata);
-    const frame = encodeInvocation(invocationId, this.session.workerId(functionId), toJson(data), trace?.traceparent, trace?.baggage, metadataJson);
+    const workerFunctionId = this.session.workerId(functionId);
+    // A request body still in its bytes is copied into the frame as is: no text made of it.
+    const frame = data instanceof RawJson && data.parts !== undefined
+      ? encodeInvocationBytes(invocationId, workerFunctionId, data.parts, trace?.traceparent, trace?.baggage, metadataJson)
+      : encodeInvocation(invocationId, workerFunctionId, toJson(data), trace?.traceparent, trace?.baggage, metadataJson);
     const result = this.pending.add(invocationId, functionId, timeoutMs, trace?.channels);
     if (!this.send(frame)) {
       // Never sent, so it ran nowhere: FUNCTION_UNAVAILABLE lets the caller try another worker.

@@ -13,6 +13,8 @@ const OUTBOUND_HIGH_WATER_BYTES = 16 * 1024 * 1024;
 const OUTBOUND_LOW_WATER_BYTES = 512 * 1024;
 const MAX_SENDS_WHILE_BACKLOGGED = 20_000;
 const BACKPRESSURE_POLL_MS = 10;
+/** ws sends a Buffer as a binary frame unless told otherwise; the engine's frames are always text. */
+const TEXT_FRAME = { binary: false } as const;
 
 /**
  * Reading from one worker's socket can be stopped for several reasons at once (it does not read what it
@@ -85,8 +87,12 @@ export class WorkerOutbound implements QueueHolder {
     this.overflow?.budget?.release(this);
   }
 
-  /** Sends one frame; the caller checked the socket is open. */
-  send(frame: string): void {
+  /**
+   * Sends one frame; the caller checked the socket is open. A frame given as bytes (UTF-8 JSON) goes
+   * out as a text frame too, the same bytes on the wire, and ws neither counts nor copies them (a
+   * string is measured with Buffer.byteLength, which flattens a spliced text, and then encoded).
+   */
+  send(frame: string | Buffer): void {
     if (!this.corked && this.transport !== undefined) {
       // Under load many requests invoke on one worker in the same turn of the event loop; one write
       // per frame made the write syscalls the engine's largest cost (docs/performance.md).
@@ -94,7 +100,8 @@ export class WorkerOutbound implements QueueHolder {
       this.transport.cork();
       setImmediate(this.uncork);
     }
-    this.socket.send(frame);
+    if (typeof frame === 'string') this.socket.send(frame);
+    else this.socket.send(frame, TEXT_FRAME);
     const queued = this.socket.bufferedAmount;
     if (this.overflow !== undefined && queued > this.overflow.maxQueuedBytes && !this.overflowed) {
       this.overflowed = true;

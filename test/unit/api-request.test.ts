@@ -84,6 +84,10 @@ describe('deferred JSON bodies', () => {
     const { body: _unused, ...fields } = request(undefined);
     return apiRequestWithJsonBody(fields, text);
   };
+  const deferredBytes = (bytes: Buffer): ApiRequest => {
+    const { body: _unused, ...fields } = request(undefined);
+    return apiRequestWithJsonBody(fields, bytes);
+  };
 
   it('gives the worker the same values as serialising the request with the parsed body', () => {
     fc.assert(
@@ -95,6 +99,30 @@ describe('deferred JSON bodies', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('a body held as bytes gives the same JSON as the same body as text, and data that keeps the bytes', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom('', ' ', '\n  '), fc.option(fc.constant('"response":{"channel_id":"c2"}'), { nil: undefined }), (value, pad, extra) => {
+        const text = `${pad}${JSON.stringify(value)}${pad}`;
+        const fromBytes = deferredBytes(Buffer.from(text));
+        const data = apiRequestData(fromBytes, extra);
+        expect(data.parts?.bytes.toString()).toBe(text);
+        expect(data.json).toBe(apiRequestJson(deferred(text), extra));
+        expect(apiRequestJson(fromBytes, extra)).toBe(apiRequestJson(deferred(text), extra));
+        expect(fromBytes.body).toStrictEqual(JSON.parse(text));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a body held as bytes and read after its request JSON was kept: the read value is what goes out', () => {
+    const req = deferredBytes(Buffer.from('{"n":1}'));
+    expect(apiRequestData(req).parts).toBeDefined();
+    (req.body as { n: number }).n = 2;
+    expect(apiRequestData(req).parts).toBeUndefined();
+    expect(JSON.parse(apiRequestData(req).json)).toMatchObject({ body: { n: 2 } });
+    expect(JSON.parse(apiRequestJson(req))).toMatchObject({ body: { n: 2 } });
   });
 
   it('keeps the body text as sent: a __proto__ key and numbers JSON cannot re-serialise survive', () => {

@@ -3,7 +3,11 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { decodeBody, MAX_JSON_DEPTH } from '../../src/http/body.js';
 import { checkJson } from '../../src/http/json-check.js';
 
-/** JSON.parse's verdict, with the depth rule of checkJson (arrays and objects open at once). */
+/**
+ * JSON.parse's verdict, with the depth rule of checkJson (arrays and objects open at once), on text as
+ * the body's bytes decode to (checkJson reads the bytes; the tests hand it Buffer.from(text), and
+ * Buffer.from turns a lone surrogate into U+FFFD, which is allowed exactly where the surrogate is).
+ */
 function reference(text: string, maxDepth: number): 'ok' | 'invalid' | 'too_deep' {
   try {
     JSON.parse(text);
@@ -53,7 +57,7 @@ describe('checkJson', () => {
       fc.property(
         fc.jsonValue({ maxDepth: 6 }).chain((v) => spaced(v)),
         (text) => {
-          expect(checkJson(text, 64)).toBe('ok');
+          expect(checkJson(Buffer.from(text), 64)).toBe('ok');
         },
       ),
       { numRuns: 2000 },
@@ -65,7 +69,7 @@ describe('checkJson', () => {
       fc.property(
         fc.jsonValue({ maxDepth: 4 }).chain((v) => mutated(JSON.stringify(v))),
         (text) => {
-          expect(checkJson(text, 64)).toBe(reference(text, 64));
+          expect(checkJson(Buffer.from(text), 64)).toBe(reference(text, 64));
         },
       ),
       { numRuns: 5000 },
@@ -75,7 +79,7 @@ describe('checkJson', () => {
   it("agrees with JSON.parse on strings of JSON's own characters", () => {
     fc.assert(
       fc.property(fc.array(fc.constantFrom(...JSONISH), { maxLength: 24 }).map((cs) => cs.join('')), (text) => {
-        expect(checkJson(text, 64)).toBe(reference(text, 64));
+        expect(checkJson(Buffer.from(text), 64)).toBe(reference(text, 64));
       }),
       { numRuns: 20000 },
     );
@@ -88,7 +92,28 @@ describe('checkJson', () => {
       '"\\u00e9"', '"\\u00g9"', '"\\u00e"', '"\\x41"', '"\\/"', '"\\b\\f\\n\\r\\t"', '"\\"', '"a\u0001"', '"\t"', '"\u007f"',
       '"\ud800"', '"\u2028"', '\ufeff1', ' 1 ', '1 2', '[1,]', '[,1]', '{"a":1,}', '{"a" 1}', '{a:1}', '{"a":1 "b":2}', '[]]', '[[]', '{}', '[]', '',
     ];
-    for (const text of cases) expect([text, checkJson(text, 64)]).toEqual([text, reference(text, 64)]);
+    for (const text of cases) expect([text, checkJson(Buffer.from(text), 64)]).toEqual([text, reference(text, 64)]);
+  });
+
+  it('agrees with JSON.parse of the decoded text on any bytes, invalid UTF-8 included', () => {
+    // Bytes that matter to the grammar, and the lead, continuation and invalid bytes of UTF-8.
+    const BYTES = [...'{}[]":,0-1e.tfnul\\u \n'].map((c) => c.charCodeAt(0)).concat([0x00, 0x1f, 0x7f, 0x80, 0xbf, 0xc2, 0xc3, 0xa9, 0xe2, 0x80, 0xa8, 0xed, 0xa0, 0xf0, 0x9f, 0xf4, 0xf5, 0xff]);
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.array(fc.constantFrom(...BYTES), { maxLength: 24 }).map((bs) => Buffer.from(bs)),
+          fc.tuple(fc.jsonValue({ maxDepth: 3 }), fc.nat(), fc.constantFrom(...BYTES)).map(([v, at, b]) => {
+            const bytes = Buffer.from(JSON.stringify(v));
+            if (bytes.length > 0) bytes[at % bytes.length] = b;
+            return bytes;
+          }),
+        ),
+        (bytes) => {
+          expect(checkJson(bytes, 64)).toBe(reference(bytes.toString('utf8'), 64));
+        },
+      ),
+      { numRuns: 20000 },
+    );
   });
 
   it('tells nesting deeper than the limit from invalid text, as the old depth rule did', () => {
@@ -96,7 +121,7 @@ describe('checkJson', () => {
       fc.property(fc.array(fc.constantFrom('[', '{"k":'), { minLength: 1, maxLength: 8 }), fc.boolean(), (opens, broken) => {
         const closes = opens.map((o) => (o === '[' ? ']' : '}')).reverse().join('');
         const text = `${opens.join('')}1${broken ? closes.slice(1) : closes}`;
-        expect(checkJson(text, 4)).toBe(reference(text, 4));
+        expect(checkJson(Buffer.from(text), 4)).toBe(reference(text, 4));
       }),
       { numRuns: 2000 },
     );
@@ -109,9 +134,21 @@ describe('decodeBody with checkJson', () => {
   it('checks a JSON body without parsing it (the parse allocated the whole document again per request)', () => {
     const parse = vi.spyOn(JSON, 'parse');
     const text = JSON.stringify({ items: Array.from({ length: 50 }, (_, i) => ({ sku: `S-${i}`, qty: i, tags: ['a'] })) });
-    expect(decodeBody(Buffer.from(text), 'application/json')).toStrictEqual({ ok: true, json: text });
+    expect(decodeBody(Buffer.from(text), 'application/json')).toStrictEqual({ ok: true, json: Buffer.from(text) });
     expect(decodeBody(Buffer.from(`${text}x`), 'application/json')).toStrictEqual({ ok: false, code: 'INVALID_JSON' });
     expect(parse).not.toHaveBeenCalled();
+  });
+
+  it('keeps valid UTF-8 as its bytes (never decoded), and anything else as the text it decodes to, as before', () => {
+    const toString = vi.spyOn(Buffer.prototype, 'toString');
+    const utf8 = Buffer.from('{"name":"Zoë","note":"\u2028 ☃ 😀"}');
+    const decoded = decodeBody(utf8, 'application/json');
+    expect(decoded).toStrictEqual({ ok: true, json: utf8 });
+    expect(toString).not.toHaveBeenCalled();
+    // A lone surrogate's bytes (CESU-8) and a stray continuation byte are not UTF-8: their text has U+FFFD.
+    const invalid = Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xed, 0xa0, 0x80, 0x80]), Buffer.from('"}')]);
+    expect(decodeBody(invalid, 'application/json')).toStrictEqual({ ok: true, json: invalid.toString('utf8') });
+    expect(invalid.toString('utf8')).toContain('\ufffd');
   });
 
   it('still refuses nesting deeper than MAX_JSON_DEPTH with its own message', () => {

@@ -5,6 +5,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { Invoker } from '../../src/invocation/invoker.js';
+import { RawJson } from '../../src/invocation/raw-json.js';
 import { RecentTraceOwners } from '../../src/observability/trace-owners.js';
 import type { WorkerConnectionDeps } from '../../src/workers/worker-connection.js';
 import { WorkerConnection } from '../../src/workers/worker-connection.js';
@@ -71,6 +72,31 @@ describe('WorkerConnection sends', () => {
     expect(pair.corks()).toBe(2);
     await new Promise((resolve) => setImmediate(resolve));
     expect(pair.socket.writableCorked).toBe(0);
+  });
+
+  it('sends a body held as bytes in a text frame, the same bytes as the same data as text', async () => {
+    const pair = await connectedPair();
+    opened.push(pair);
+    const frames: { data: Buffer; isBinary: boolean }[] = [];
+    const both = new Promise<void>((resolve) =>
+      pair.client.on('message', (data: Buffer, isBinary: boolean) => {
+        frames.push({ data, isBinary });
+        if (frames.length === 2) resolve();
+      }),
+    );
+    const body = Buffer.from(JSON.stringify({ items: Array.from({ length: 3000 }, (_, i) => ({ i, name: `Zoë ☃ ${i}` })) }));
+    const head = '{"path":"/p","body":';
+    const tail = ',"response":{"channel_id":"c"}}';
+    const trace = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', baggage: 'k=v' };
+    void pair.connection.invoke('fn::echo', RawJson.spliced(head, body, tail), 50, trace).catch(() => undefined);
+    void pair.connection.invoke('fn::echo', new RawJson(`${head}${body.toString()}${tail}`), 50, trace).catch(() => undefined);
+    await both;
+    expect(frames.map((f) => f.isBinary)).toEqual([false, false]);
+    // The invocation ids differ; everything else is the same bytes.
+    const [a, b] = frames.map((f) => f.data.toString('utf8').replace(/"invocation_id":"[^"]*"/, '"invocation_id":"x"'));
+    expect(a).toBe(b);
+    expect(frames[0]?.data.length).toBe(frames[1]?.data.length);
+    expect((JSON.parse(a ?? '') as { data: { body: unknown } }).data.body).toStrictEqual(JSON.parse(body.toString()));
   });
 
   it('delivers a frame sent just before a close', async () => {
