@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { HTTP_ERRORS } from '../errors.js';
 import type { HttpErrorCode } from '../errors.js';
+import { untouchedBody } from '../protocol/answer-body.js';
 import { HTTP_TOKEN, isPlainObject } from '../values.js';
 
 /**
@@ -95,14 +96,21 @@ export function mapApiResponse(value: unknown): MapResult {
   const headers: [string, string][] = [];
   const dropped: string[] = [];
   mapHeaders(value.headers, headers, dropped);
-  const reply = (body: string | undefined): MapResult => ({
+  const reply = (body: string | Buffer | undefined): MapResult => ({
     ok: true,
     reply: dropped.length === 0 ? { status: rawStatus, headers, body } : { status: rawStatus, headers, body, droppedHeaders: dropped },
   });
 
-  const body = value.body === undefined ? EMPTY_OBJECT : value.body;
   if (rawStatus === 204 || rawStatus === 304) return reply(undefined);
   const hasContentType = headers.some(([name]) => name === 'content-type');
+  // A large answer's body still as the worker wrote it (an array or object, in JSON.stringify's own
+  // form: answer-body.ts): those bytes are what serialising it would give. Asked before `body` is read.
+  const bytes = untouchedBody(value);
+  if (bytes !== undefined) {
+    if (!hasContentType) headers.push(['content-type', 'application/json']);
+    return reply(bytes);
+  }
+  const body = value.body === undefined ? EMPTY_OBJECT : value.body;
   if (hasContentType && (typeof body === 'string' || body === null)) return reply(body ?? undefined);
   let json: string;
   try {

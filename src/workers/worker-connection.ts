@@ -7,6 +7,7 @@ import { randomUuid } from '../random-ids.js';
 import type { HttpFunctionCaller } from '../invocation/http-function-caller.js';
 import { RawJson, toJson } from '../invocation/raw-json.js';
 import { WarnThrottle } from '../observability/warn-throttle.js';
+import { decodeKeepingBody } from '../protocol/answer-body.js';
 import { decodeFrame } from '../protocol/decode.js';
 import { encodeFrame, encodeInvocation, encodeInvocationBytes } from '../protocol/encode.js';
 import type { ReattachMessage } from '../protocol/messages.js';
@@ -344,7 +345,8 @@ export class WorkerConnection implements HubMember {
       this.deps.onTelemetrySocket(this, raw);
       return;
     }
-    const decoded = decodeFrame(raw);
+    // A large answer keeps its body as bytes when that is certain to be right (answer-body.ts).
+    const decoded = decodeKeepingBody(raw) ?? decodeFrame(raw);
     if (decoded.kind === 'invalid') {
       this.malformed({ code: decoded.code, reason: decoded.reason, bytes: raw.length });
       return;

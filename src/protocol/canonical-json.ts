@@ -1,0 +1,216 @@
+/**
+ * Whether JSON bytes are exactly what JSON.stringify writes for the value they parse to: then the bytes
+ * can go out as the HTTP body instead of being parsed and serialised again (answer-body.ts; issue 26
+ * point 6: a 64 KiB echoed body cost ~360 KB of garbage that way). The rules, each what V8's
+ * JSON.parse and JSON.stringify do:
+ *
+ * - no whitespace between tokens;
+ * - strings hold their characters as they are, except `"` and `\` (written \" and \\), the controls
+ *   \b \t \n \f \r, and the other controls below 0x20 as \u00xx in lower-case hex; any other escape
+ *   (\/, \u0041, an escaped surrogate) is not canonical. The bytes must be valid UTF-8 (the caller
+ *   checks), so no lone surrogate is among them;
+ * - a number is canonical when Number's own text for it is the same (so not -0, 1.0, 1e2, 1E+21 or a
+ *   number beyond a double's range, which JSON.stringify writes as null);
+ * - an object has no key twice (the last would win, at the first's place) and no key of digits only
+ *   (JSON.parse puts array-index keys first, in numeric order);
+ * - at most MAX_DEPTH arrays and objects deep, so that the serialisation it replaces could not have
+ *   overflowed the stack, and at most MAX_KEYS keys in one object (each new key is compared with the
+ *   object's earlier ones).
+ *
+ * Anything else is refused (-1), and the caller takes the long way, which is always right.
+ */
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const LOWER_E = 0x65;
+const UPPER_E = 0x45;
+
+export const MAX_DEPTH = 256;
+export const MAX_KEYS = 256;
+
+/** Escapes JSON.stringify writes as a backslash and one letter: " \ b f n r t. */
+const SHORT_ESCAPE = new Uint8Array(128);
+for (const c of '"\\bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
+/** Controls JSON.stringify writes as \b \t \n \f \r, never as \u00xx. */
+const HAS_SHORT_FORM = new Set([0x08, 0x09, 0x0a, 0x0c, 0x0d]);
+
+const TRUE = [0x74, 0x72, 0x75, 0x65];
+const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
+const NULL = [0x6e, 0x75, 0x6c, 0x6c];
+
+function at(bytes: Buffer, i: number): number {
+  return bytes[i] ?? -1;
+}
+
+function isDigit(c: number): boolean {
+  return c >= ZERO && c <= NINE;
+}
+
+function word(bytes: Buffer, from: number, letters: readonly number[]): number {
+  for (let k = 0; k < letters.length; k++) if (bytes[from + k] !== letters[k]) return -1;
+  return from + letters.length;
+}
+
+/** The open containers (1 array, 2 object) and, per object, where its keys start in `keys`. Reused: the walk never re-enters. */
+const open = new Uint8Array(MAX_DEPTH);
+const keyBase = new Int32Array(MAX_DEPTH);
+/** Start and end of each key of the open objects, innermost object's last. */
+let keys = new Int32Array(2 * 64);
+
+/**
+ * The end of the canonical array or object starting at `from` (an index after it), or -1 when it is
+ * not one (not an array or object, not valid JSON, or not written as JSON.stringify writes it).
+ */
+export function canonicalContainerEnd(bytes: Buffer, from: number): number {
+  const first = at(bytes, from);
+  if (first !== OPEN_ARRAY && first !== OPEN_OBJECT) return -1;
+  let depth = 0;
+  let nKeys = 0;
+  let i = from;
+  let expectKey = false;
+  for (;;) {
+    if (expectKey) {
+      // A member's key and colon at i; then its value.
+      if (at(bytes, i) !== QUOTE) return -1;
+      const start = i;
+      i = stringEnd(bytes, i);
+      if (i < 0 || !newKey(bytes, start, i, keyBase[depth - 1] as number, nKeys)) return -1;
+      if (nKeys - (keyBase[depth - 1] as number) >= MAX_KEYS) return -1;
+      if (2 * nKeys + 2 > keys.length) {
+        const grown = new Int32Array(keys.length * 2);
+        grown.set(keys);
+        keys = grown;
+      }
+      keys[2 * nKeys] = start;
+      keys[2 * nKeys + 1] = i;
+      nKeys++;
+      if (at(bytes, i) !== COLON) return -1;
+      i++;
+      expectKey = false;
+    }
+    // A value at i.
+    const c = at(bytes, i);
+    if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
+      if (depth === MAX_DEPTH) return -1;
+      open[depth] = c === OPEN_ARRAY ? 1 : 2;
+      keyBase[depth] = nKeys;
+      depth++;
+      i++;
+      const next = at(bytes, i);
+      if (next !== (c === OPEN_ARRAY ? CLOSE_ARRAY : CLOSE_OBJECT)) {
+        expectKey = c === OPEN_OBJECT;
+        continue;
+      }
+      depth--;
+      i++;
+    } else if (c === QUOTE) {
+      i = stringEnd(bytes, i);
+    } else if (c === MINUS || isDigit(c)) {
+      i = numberEnd(bytes, i);
+    } else if (c === 0x74) {
+      i = word(bytes, i, TRUE);
+    } else if (c === 0x66) {
+      i = word(bytes, i, FALSE);
+    } else if (c === 0x6e) {
+      i = word(bytes, i, NULL);
+    } else {
+      return -1;
+    }
+    if (i < 0) return -1;
+    // A value ended at i: close what it ends, or go on to the next element.
+    for (;;) {
+      if (depth === 0) return i;
+      const inArray = open[depth - 1] === 1;
+      const next = at(bytes, i);
+      if (next === COMMA) {
+        i++;
+        expectKey = !inArray;
+        break;
+      }
+      if (next !== (inArray ? CLOSE_ARRAY : CLOSE_OBJECT)) return -1;
+      if (!inArray) nKeys = keyBase[depth - 1] as number;
+      depth--;
+      i++;
+    }
+  }
+}
+
+/** Whether the key bytes [start, end) (quotes included) may join the object's keys [base, count): not seen before, not digits only. */
+function newKey(bytes: Buffer, start: number, end: number, base: number, count: number): boolean {
+  let digits = true;
+  for (let k = start + 1; k < end - 1 && digits; k++) digits = isDigit(bytes[k] as number);
+  if (digits && end - start > 2) return false;
+  const length = end - start;
+  for (let k = base; k < count; k++) {
+    const s = keys[2 * k] as number;
+    if ((keys[2 * k + 1] as number) - s === length && bytes.compare(bytes, start, end, s, s + length) === 0) return false;
+  }
+  return true;
+}
+
+/** The canonical string opening at `from` (a quote): where it ends (after its closing quote), or -1. */
+function stringEnd(bytes: Buffer, from: number): number {
+  const end = bytes.length;
+  let i = from + 1;
+  while (i < end) {
+    const c = bytes[i] as number;
+    if (c === QUOTE) return i + 1;
+    if (c < 0x20) return -1;
+    if (c === BACKSLASH) {
+      const e = at(bytes, i + 1);
+      if (e >= 0 && e < 128 && SHORT_ESCAPE[e] === 1) {
+        i += 2;
+      } else if (e === 0x75) {
+        // \u00xx for a control without a short form, lower-case hex.
+        if (at(bytes, i + 2) !== ZERO || at(bytes, i + 3) !== ZERO) return -1;
+        const high = at(bytes, i + 4);
+        const low = at(bytes, i + 5);
+        if (high !== ZERO && high !== ZERO + 1) return -1;
+        const lowValue = isDigit(low) ? low - ZERO : low >= 0x61 && low <= 0x66 ? low - 0x61 + 10 : -1;
+        if (lowValue < 0 || HAS_SHORT_FORM.has((high - ZERO) * 16 + lowValue)) return -1;
+        i += 6;
+      } else {
+        return -1;
+      }
+    } else {
+      i++;
+    }
+  }
+  return -1;
+}
+
+/** The canonical number starting at `from`: where it ends, or -1. */
+function numberEnd(bytes: Buffer, from: number): number {
+  let i = from;
+  if (at(bytes, i) === MINUS) i++;
+  const first = at(bytes, i);
+  if (first === ZERO) i++;
+  else if (isDigit(first)) while (isDigit(at(bytes, ++i)));
+  else return -1;
+  const c = at(bytes, i);
+  const plain = c !== DOT && c !== LOWER_E && c !== UPPER_E;
+  // An integer of at most 15 digits is written as itself, except -0 (written 0).
+  if (plain && i - from <= 15 && !(first === ZERO && from !== i - 1)) return i;
+  if (c === DOT) {
+    if (!isDigit(at(bytes, ++i))) return -1;
+    while (isDigit(at(bytes, ++i)));
+  }
+  const e = at(bytes, i);
+  if (e === LOWER_E || e === UPPER_E) {
+    const sign = at(bytes, ++i);
+    if (sign === 0x2b || sign === MINUS) i++;
+    if (!isDigit(at(bytes, i))) return -1;
+    while (isDigit(at(bytes, ++i)));
+  }
+  const text = bytes.toString('latin1', from, i);
+  return String(Number(text)) === text ? i : -1;
+}
