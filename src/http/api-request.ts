@@ -104,7 +104,7 @@ function requestHead(memo: Memoised): { head: string; untouched: string | Buffer
  * JSON text (the handler's channel refs), added after the request's own.
  */
 export function apiRequestJson(request: ApiRequest, extra?: string): string {
-  const { head, untouched } = requestHead(request as Memoised);
+  const { head, untouched } = requestHead(request);
   const tail = extra === undefined ? '}' : `,${extra}}`;
   if (untouched === undefined) return `${head}${tail}`;
   return `${head}${typeof untouched === 'string' ? untouched : untouched.toString('utf8')}${tail}`;
@@ -115,7 +115,7 @@ export function apiRequestJson(request: ApiRequest, extra?: string): string {
  * in its bytes stays bytes (RawJson.spliced), and a worker connection copies them into its frame.
  */
 export function apiRequestData(request: ApiRequest, extra?: string): RawJson {
-  const { head, untouched } = requestHead(request as Memoised);
+  const { head, untouched } = requestHead(request);
   const tail = extra === undefined ? '}' : `,${extra}}`;
   if (untouched === undefined) return new RawJson(`${head}${tail}`);
   return typeof untouched === 'string' ? new RawJson(`${head}${untouched}${tail}`) : RawJson.spliced(head, untouched, tail);

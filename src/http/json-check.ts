@@ -39,21 +39,21 @@ const CLOSE_OBJECT = 0x7d;
 const SIMPLE_ESCAPE = new Uint8Array(128);
 for (const c of '"\\/bfnrt') SIMPLE_ESCAPE[c.charCodeAt(0)] = 1;
 
-const TRUE = [0x74, 0x72, 0x75, 0x65];
-const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
-const NULL = [0x6e, 0x75, 0x6c, 0x6c];
+export const TRUE = [0x74, 0x72, 0x75, 0x65];
+export const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
+export const NULL = [0x6e, 0x75, 0x6c, 0x6c];
 
-function startsWith(bytes: Buffer, at: number, word: readonly number[]): boolean {
+export function startsWith(bytes: Buffer, at: number, word: readonly number[]): boolean {
   for (let k = 0; k < word.length; k++) if (bytes[at + k] !== word[k]) return false; // past the end: undefined, never equal
   return true;
 }
 
 /** The byte at `i`, or -1 past the end (which nothing matches, as charCodeAt's NaN did for text). */
-function at(bytes: Buffer, i: number): number {
+export function at(bytes: Buffer, i: number): number {
   return bytes[i] ?? -1;
 }
 
-function isDigit(c: number): boolean {
+export function isDigit(c: number): boolean {
   return c >= ZERO && c <= NINE;
 }
 
@@ -186,7 +186,7 @@ function stringEnd(bytes: Buffer, from: number): number {
 }
 
 /** The number starting at `from` (a minus or a digit): where it ends, or -1. */
-function numberEnd(bytes: Buffer, from: number): number {
+export function numberEnd(bytes: Buffer, from: number): number {
   let i = from;
   if (at(bytes, i) === MINUS) i++;
   const first = at(bytes, i);

@@ -19,20 +19,17 @@
  *
  * Anything else is refused (-1), and the caller takes the long way, which is always right.
  */
+import { at, FALSE, isDigit, NULL, numberEnd, startsWith, TRUE } from '../http/json-check.js';
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
 const COLON = 0x3a;
-const MINUS = 0x2d;
-const DOT = 0x2e;
 const ZERO = 0x30;
-const NINE = 0x39;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 const OPEN_OBJECT = 0x7b;
 const CLOSE_OBJECT = 0x7d;
-const LOWER_E = 0x65;
-const UPPER_E = 0x45;
 
 export const MAX_DEPTH = 256;
 export const MAX_KEYS = 256;
@@ -42,23 +39,6 @@ const SHORT_ESCAPE = new Uint8Array(128);
 for (const c of '"\\bfnrt') SHORT_ESCAPE[c.charCodeAt(0)] = 1;
 /** Controls JSON.stringify writes as \b \t \n \f \r, never as \u00xx. */
 const HAS_SHORT_FORM = new Set([0x08, 0x09, 0x0a, 0x0c, 0x0d]);
-
-const TRUE = [0x74, 0x72, 0x75, 0x65];
-const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
-const NULL = [0x6e, 0x75, 0x6c, 0x6c];
-
-function at(bytes: Buffer, i: number): number {
-  return bytes[i] ?? -1;
-}
-
-function isDigit(c: number): boolean {
-  return c >= ZERO && c <= NINE;
-}
-
-function word(bytes: Buffer, from: number, letters: readonly number[]): number {
-  for (let k = 0; k < letters.length; k++) if (bytes[from + k] !== letters[k]) return -1;
-  return from + letters.length;
-}
 
 /** The open containers (1 array, 2 object) and, per object, where its keys start in `keys`. Reused: the walk never re-enters. */
 const open = new Uint8Array(MAX_DEPTH);
@@ -95,7 +75,7 @@ export function canonicalContainerEnd(bytes: Buffer, from: number): number {
       nKeys++;
       if (at(bytes, i) !== COLON) return -1;
       i++;
-      expectKey = false;
+      // expectKey is set again before the next turn: by the value's container or the comma after it.
     }
     // A value at i.
     const c = at(bytes, i);
@@ -114,14 +94,14 @@ export function canonicalContainerEnd(bytes: Buffer, from: number): number {
       i++;
     } else if (c === QUOTE) {
       i = stringEnd(bytes, i);
-    } else if (c === MINUS || isDigit(c)) {
-      i = numberEnd(bytes, i);
+    } else if (c === 0x2d || isDigit(c)) {
+      i = canonicalNumberEnd(bytes, i);
     } else if (c === 0x74) {
-      i = word(bytes, i, TRUE);
+      i = startsWith(bytes, i, TRUE) ? i + 4 : -1;
     } else if (c === 0x66) {
-      i = word(bytes, i, FALSE);
+      i = startsWith(bytes, i, FALSE) ? i + 5 : -1;
     } else if (c === 0x6e) {
-      i = word(bytes, i, NULL);
+      i = startsWith(bytes, i, NULL) ? i + 4 : -1;
     } else {
       return -1;
     }
@@ -189,28 +169,13 @@ function stringEnd(bytes: Buffer, from: number): number {
 }
 
 /** The canonical number starting at `from`: where it ends, or -1. */
-function numberEnd(bytes: Buffer, from: number): number {
-  let i = from;
-  if (at(bytes, i) === MINUS) i++;
-  const first = at(bytes, i);
-  if (first === ZERO) i++;
-  else if (isDigit(first)) while (isDigit(at(bytes, ++i)));
-  else return -1;
-  const c = at(bytes, i);
-  const plain = c !== DOT && c !== LOWER_E && c !== UPPER_E;
+function canonicalNumberEnd(bytes: Buffer, from: number): number {
+  const end = numberEnd(bytes, from);
+  if (end < 0) return -1;
   // An integer of at most 15 digits is written as itself, except -0 (written 0).
-  if (plain && i - from <= 15 && !(first === ZERO && from !== i - 1)) return i;
-  if (c === DOT) {
-    if (!isDigit(at(bytes, ++i))) return -1;
-    while (isDigit(at(bytes, ++i)));
-  }
-  const e = at(bytes, i);
-  if (e === LOWER_E || e === UPPER_E) {
-    const sign = at(bytes, ++i);
-    if (sign === 0x2b || sign === MINUS) i++;
-    if (!isDigit(at(bytes, i))) return -1;
-    while (isDigit(at(bytes, ++i)));
-  }
-  const text = bytes.toString('latin1', from, i);
-  return String(Number(text)) === text ? i : -1;
+  let integer = end - from <= 15 && !(bytes[from] === 0x2d && bytes[from + 1] === ZERO);
+  for (let k = from; k < end && integer; k++) integer = bytes[k] === 0x2d || isDigit(bytes[k] as number);
+  if (integer) return end;
+  const text = bytes.toString('latin1', from, end);
+  return String(Number(text)) === text ? end : -1;
 }
