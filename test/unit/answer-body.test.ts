@@ -53,11 +53,12 @@ describe('canonicalContainerEnd', () => {
     );
   });
 
-  it('accepts what JSON.stringify writes, unless a key is digits only (JSON.parse reorders those)', () => {
+  it('accepts what JSON.stringify writes, unless a key is digits only (JSON.parse reorders those) or it escapes a lone surrogate', () => {
     fc.assert(
       fc.property(container, (v) => {
         const text = JSON.stringify(v);
-        if (!hasDigitKey(v)) expect(canonicalContainerEnd(Buffer.from(text), 0)).toBe(Buffer.byteLength(text));
+        // A lone surrogate is written escaped (\ud800): refused, which is always safe (the long way is taken).
+        if (!hasDigitKey(v) && !/\\ud[89a-f]/.test(text)) expect(canonicalContainerEnd(Buffer.from(text), 0)).toBe(Buffer.byteLength(text));
       }),
       { numRuns: 5000 },
     );
