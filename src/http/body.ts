@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
-import { checkJson } from './json-check.js';
+import { checkJson } from '../protocol/json-check.js';
 
 /**
  * Reading and decoding request bodies (docs/http.md#bodies). Reading is bounded by the body limit

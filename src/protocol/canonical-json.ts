@@ -19,7 +19,7 @@
  *
  * Anything else is refused (-1), and the caller takes the long way, which is always right.
  */
-import { at, FALSE, isDigit, NULL, numberEnd, startsWith, TRUE } from '../http/json-check.js';
+import { at, FALSE, isDigit, NULL, numberEnd, startsWith, TRUE } from './json-check.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { decodeBody, MAX_JSON_DEPTH } from '../../src/http/body.js';
-import { checkJson } from '../../src/http/json-check.js';
+import { checkJson } from '../../src/protocol/json-check.js';
 
 /**
  * JSON.parse's verdict, with the depth rule of checkJson (arrays and objects open at once), on text as
