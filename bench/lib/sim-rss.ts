@@ -66,6 +66,7 @@ export function printRss(label: string, series: RssSeries[], pids: number[], eve
   const lateSlopes = same.map((s) => slope(s.slice(Math.floor(s.length / 2))));
   const range = (values: number[]): string => {
     const finite = values.filter(Number.isFinite);
+    if (finite.length === 0) return 'under 3 samples';
     return `min ${Math.min(...finite).toFixed(2)}, median ${pct(finite, 50).toFixed(2)}, max ${Math.max(...finite).toFixed(2)}`;
   };
   console.log(`${label}child RSS slope MB/min, whole window: ${fmt(slopes, 2)}  (${range(slopes)})`);
