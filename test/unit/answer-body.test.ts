@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { mapApiResponse } from '../../src/http/response.js';
 import { BODY_BYTES_MIN, decodeKeepingBody, untouchedBody } from '../../src/protocol/answer-body.js';
 import { canonicalContainerEnd } from '../../src/protocol/canonical-json.js';
@@ -73,6 +73,31 @@ describe('canonicalContainerEnd', () => {
     }
     expect(canonicalContainerEnd(Buffer.from('['.repeat(256) + ']'.repeat(256)), 0)).toBe(512);
     expect(canonicalContainerEnd(Buffer.from('['.repeat(257) + ']'.repeat(257)), 0)).toBe(-1);
+  });
+
+  it('finds a duplicate key among many, and tells apart two keys of the same hash', () => {
+    const wide = Array.from({ length: 200 }, (_, k) => `"k${String(k).padStart(3, '0')}":${k}`);
+    const distinct = `{${wide.join(',')}}`;
+    expect(canonicalContainerEnd(Buffer.from(distinct), 0)).toBe(distinct.length);
+    const repeated = `{${wide.join(',')},"k123":0}`;
+    expect(canonicalContainerEnd(Buffer.from(repeated), 0)).toBe(-1);
+    // "glbvs" and "yacxa" have the same 32-bit FNV-1a hash: both kept, either twice refused.
+    expect(canonicalContainerEnd(Buffer.from('{"glbvs":1,"yacxa":2}'), 0)).toBe(21);
+    expect(canonicalContainerEnd(Buffer.from('{"glbvs":1,"yacxa":2,"glbvs":3}'), 0)).toBe(-1);
+    expect(canonicalContainerEnd(Buffer.from('{"":1,"":2}'), 0)).toBe(-1);
+  });
+
+  it('compares key bytes only when hashes match, not with every earlier key (a wide object cost a walk of its keys per key)', () => {
+    const members = Array.from({ length: 255 }, (_, k) => `"k${String(k).padStart(3, '0')}":0`);
+    const text = `[${Array(20).fill(`{${members.join(',')}}`).join(',')}]`;
+    const compare = vi.spyOn(Buffer.prototype, 'compare');
+    try {
+      expect(canonicalContainerEnd(Buffer.from(text), 0)).toBe(text.length);
+      // Before: 255 · 254 / 2 byte comparisons per object, 20 objects.
+      expect(compare.mock.calls.length).toBeLessThan(20);
+    } finally {
+      compare.mockRestore();
+    }
   });
 });
 
