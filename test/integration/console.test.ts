@@ -85,9 +85,11 @@ describe('the admin console in headless Chromium, on a two-node cluster', () => 
     expect(await echoRow.locator('td').nth(0).textContent()).toBe('GET');
     expect(await echoRow.locator('td').nth(3).textContent()).toMatch(/^node-b\//);
 
-    const workersText = (await page.locator('#workers tbody').textContent()) ?? '';
-    expect(workersText).toContain('http-worker');
-    expect(workersText).toContain('node-b');
+    // The worker's name comes in its own message after its registrations (iii-sdk sends its metadata
+    // once connected), so the table may list it as "(unnamed)" for a refresh or two: wait for it.
+    const workersText = async (): Promise<string> => (await page.locator('#workers tbody').textContent()) ?? '';
+    await expect.poll(workersText, { timeout: 10_000 }).toContain('http-worker');
+    expect(await workersText()).toContain('node-b');
     const nodesText = (await page.locator('#nodes tbody').textContent()) ?? '';
     expect(nodesText).toContain('node-a');
     expect(nodesText).toContain('node-b');
