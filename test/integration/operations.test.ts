@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { http, waitForStatus } from '../support/http.js';
+import { http, waitForEveryProcess, waitForStatus } from '../support/http.js';
 import type { EngineHandle, WorkerHandle } from '../support/processes.js';
 import { waitUntil } from '../support/logs.js';
-import { QUICK_GRACE_MS, startEngine, startWorker } from '../support/processes.js';
+import { QUICK_GRACE_MS, startEngine, startWorker, WORKER_READY_MS } from '../support/processes.js';
 import { RawWorker } from '../support/raw-worker.js';
 
 /** The value of one Prometheus sample line, or undefined. */
@@ -22,8 +22,9 @@ describe('operations: metrics, admin views and logs on a 2-process engine', () =
   beforeAll(async () => {
     engine = await startEngine({ cluster: { processes: 2 }, workers: { reconnect_grace_ms: QUICK_GRACE_MS } });
     worker = startWorker('http-worker', engine.workerUrl, { WORKER_NAME: 'ops-worker' });
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, { headers: { connection: 'close' } });
-    await waitForStatus(`${engine.httpUrl}/ready`, (s) => s === 200, { headers: { connection: 'close' } });
+    // Both children must hold the worker's routes: two fresh connections could land on the same child
+    // (CI once saw /echo answer 404 from the child that had not yet heard of them).
+    await waitForEveryProcess(`${engine.httpUrl}/ready`, 2, (s) => s === 200, WORKER_READY_MS);
     for (let i = 0; i < REQUESTS; i++) {
       const res = await http(`${engine.httpUrl}/echo/${i}`, { headers: { connection: 'close', 'x-request-id': `ops-${i}` } });
       expect(res.status).toBe(200);
