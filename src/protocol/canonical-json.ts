@@ -70,16 +70,7 @@ export function canonicalContainerEnd(bytes: Buffer, from: number): number {
       if (at(bytes, i) !== QUOTE) return -1;
       const start = i;
       i = stringEnd(bytes, i);
-      if (i < 0 || !newKey(bytes, start, i, keyBase[depth - 1] as number, nKeys)) return -1;
-      if (nKeys - (keyBase[depth - 1] as number) >= MAX_KEYS) return -1;
-      if (KEY_STRIDE * (nKeys + 1) > keys.length) {
-        const grown = new Int32Array(keys.length * 2);
-        grown.set(keys);
-        keys = grown;
-      }
-      keys[KEY_STRIDE * nKeys] = start;
-      keys[KEY_STRIDE * nKeys + 1] = i;
-      keys[KEY_STRIDE * nKeys + 2] = lastKeyHash;
+      if (i < 0 || nKeys - (keyBase[depth - 1] as number) >= MAX_KEYS || !addKey(bytes, start, i, keyBase[depth - 1] as number, nKeys)) return -1;
       nKeys++;
       if (at(bytes, i) !== COLON) return -1;
       i++;
@@ -132,8 +123,11 @@ export function canonicalContainerEnd(bytes: Buffer, from: number): number {
   }
 }
 
-/** Whether the key bytes [start, end) (quotes included) may join the object's keys [base, count): not seen before, not digits only. */
-function newKey(bytes: Buffer, start: number, end: number, base: number, count: number): boolean {
+/**
+ * Adds the key bytes [start, end) (quotes included) as key number `count` of the object whose keys
+ * start at `base`, unless it is digits only or one of them already: then false, and nothing is added.
+ */
+function addKey(bytes: Buffer, start: number, end: number, base: number, count: number): boolean {
   let digits = true;
   // FNV-1a over the key's bytes, computed in the same pass as the digits check.
   let hash = 0x811c9dc5 | 0; // int32, as the table holds it (an empty key keeps this value)
@@ -143,7 +137,6 @@ function newKey(bytes: Buffer, start: number, end: number, base: number, count: 
     hash = Math.imul(hash ^ c, 0x01000193);
   }
   if (digits && end - start > 2) return false;
-  lastKeyHash = hash;
   const length = end - start;
   for (let k = base; k < count; k++) {
     const slot = KEY_STRIDE * k;
@@ -151,11 +144,17 @@ function newKey(bytes: Buffer, start: number, end: number, base: number, count: 
     const s = keys[slot] as number;
     if ((keys[slot + 1] as number) - s === length && bytes.compare(bytes, start, end, s, s + length) === 0) return false;
   }
+  if (KEY_STRIDE * (count + 1) > keys.length) {
+    const grown = new Int32Array(keys.length * 2);
+    grown.set(keys);
+    keys = grown;
+  }
+  const slot = KEY_STRIDE * count;
+  keys[slot] = start;
+  keys[slot + 1] = end;
+  keys[slot + 2] = hash;
   return true;
 }
-
-/** The hash newKey computed for the key it last accepted (stored beside the key's span). */
-let lastKeyHash = 0;
 
 /** The canonical string opening at `from` (a quote): where it ends (after its closing quote), or -1. */
 function stringEnd(bytes: Buffer, from: number): number {
