@@ -35,8 +35,10 @@ export function oneProcess(): LoadGroup {
     },
     order: ['b1', 'b2', 'sy1', 'sy1mw', 'b2mw', 'b2sdk', 'sy1sdk', 'b2k1', 'sy1k1', 'b2k64', 'sy1k64'],
     rows: [
-      { name: 'local: processes 1, raw ws worker, GET', scenario: 'sy1', baseline: 'b2', target: 0.85 },
-      { name: 'local: processes 1, iii-sdk worker, GET', scenario: 'sy1sdk', baseline: 'b2sdk', target: 0.85 },
+      // Issue 26: the plain path at 0.95 of its limit (2), and with the shipped SDK worker at 0.97 of the
+      // same worker behind (2) (the worker, not the engine, bounds that row).
+      { name: 'local: processes 1, raw ws worker, GET', scenario: 'sy1', baseline: 'b2', target: 0.95 },
+      { name: 'local: processes 1, iii-sdk worker, GET', scenario: 'sy1sdk', baseline: 'b2sdk', target: 0.97 },
       { name: 'local: 1 KiB JSON body echoed (POST)', scenario: 'sy1k1', baseline: 'b2k1', target: 0.85 },
       { name: 'local: 64 KiB JSON body echoed (POST)', scenario: 'sy1k64', baseline: 'b2k64', target: 0.85 },
       { name: 'local: 3 middleware in scope (onRequest, preHandler, postHandler)', scenario: 'sy1mw', baseline: 'sy1', middlewares: 3 },
