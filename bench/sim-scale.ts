@@ -16,9 +16,9 @@
  * R is the number of routes in the whole cluster, spread over one bulk worker per node.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { Redis } from 'ioredis';
 import { RawWorker } from '../test/support/raw-worker.js';
 import type { EngineHandle } from '../test/support/processes.js';
@@ -523,6 +523,11 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     printRss(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids, RSS_EVERY_MS);
     const traced = nodes.find((nd) => nd.index === TRACE_GC_NODE);
     if (traced !== undefined) {
+      // The child's raw trace, for what this summary leaves out (scavenges: the allocation rate).
+      const gcLog = resolve(`.bench-results/sim-scale-gc-n${TRACE_GC_NODE}-N${n}-R${r}.log`);
+      mkdirSync(dirname(gcLog), { recursive: true });
+      writeFileSync(gcLog, `${traced.engine.stdout.lines.filter((line) => line.startsWith(`[${traced.childPid}:`)).join('\n')}\n`);
+      console.log(`node ${TRACE_GC_NODE} child's --trace-gc lines: ${gcLog}`);
       // `[pid:0x…]  123456 ms: Mark-Compact 45.2 (60.1) -> 40.3 (61.2) MB, …` of the child (ms since it started).
       const fulls = traced.engine.stdout.lines
         .filter((line) => line.startsWith(`[${traced.childPid}:`))
