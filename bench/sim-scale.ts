@@ -120,8 +120,8 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
     cluster: { processes: 1, redis_url: redis.url, secret: SECRET, name: cluster, node_id: `n${index}`, advertise_host: '127.0.0.1', heartbeat_ms: HEARTBEAT_MS, lease_ms: LEASE_MS },
     logLevel: 'warn',
     readyTimeoutMs: 120_000,
-    ...(index === PROFILE_NODE ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] } : {}),
-    ...(index === TRACE_GC_NODE ? { nodeArgs: ['--trace-gc'] } : {}),
+    // One node may be both profiled and traced: its flags add up.
+    nodeArgs: [...(index === PROFILE_NODE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []), ...(index === TRACE_GC_NODE ? ['--trace-gc'] : [])],
   });
   const primaryPid = engine.child.pid ?? 0;
   return { index, engine, primaryPid, childPid: childOf(primaryPid) };
