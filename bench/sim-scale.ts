@@ -57,6 +57,10 @@ const PROFILE_DIR = resolve(arg('profile-dir', '.bench-results/profiles'));
 // `--trace-gc K`: node K runs with --trace-gc; its child's heap after each full (mark-compact) GC under
 // churn is printed: the live heap, which RSS (sized by the GC's own heuristics) only bounds from above.
 const TRACE_GC_NODE = argv.includes('--trace-gc') ? Number(arg('trace-gc', '0')) : -1;
+// `--heap-snapshots K`: node K's child writes a heap snapshot (after a full GC) when the measured window
+// starts and when it ends, into `--profile-dir`; `node bench/heap-diff.mjs A B` says what grew. Each
+// snapshot stops that child for a second or two: a diagnostic run, not one whose latencies count.
+const SNAPSHOT_NODE = argv.includes('--heap-snapshots') ? Number(arg('heap-snapshots', '0')) : -1;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -121,7 +125,11 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
     logLevel: 'warn',
     readyTimeoutMs: 120_000,
     // One node may be both profiled and traced: its flags add up.
-    nodeArgs: [...(index === PROFILE_NODE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []), ...(index === TRACE_GC_NODE ? ['--trace-gc'] : [])],
+    nodeArgs: [
+      ...(index === PROFILE_NODE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      ...(index === TRACE_GC_NODE ? ['--trace-gc'] : []),
+      ...(index === SNAPSHOT_NODE ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${PROFILE_DIR}`] : []),
+    ],
   });
   const primaryPid = engine.child.pid ?? 0;
   return { index, engine, primaryPid, childPid: childOf(primaryPid) };
@@ -463,6 +471,12 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     // Where the measured window starts in the traced child's life (its GC trace counts from its start).
     const windowFromMin = tracedNode === undefined ? 0 : ageMin(tracedNode.childPid);
     const rssTimer = setInterval(sampleRss, RSS_EVERY_MS);
+    const snapshotNode = nodes.find((nd) => nd.index === SNAPSHOT_NODE);
+    if (snapshotNode !== undefined) {
+      mkdirSync(PROFILE_DIR, { recursive: true });
+      process.kill(snapshotNode.childPid, 'SIGUSR2');
+      console.log(`node ${SNAPSHOT_NODE}: heap snapshot of child ${snapshotNode.childPid} asked at the window's start (into ${PROFILE_DIR})`);
+    }
     const end = Date.now() + SECONDS * 1000;
     let kills = 0;
     while (Date.now() < end) {
@@ -489,6 +503,11 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const skippedInWindow = churner.skipped() - skipped0;
     clearInterval(rssTimer);
     sampleRss();
+    if (snapshotNode !== undefined && nodes.includes(snapshotNode)) {
+      process.kill(snapshotNode.childPid, 'SIGUSR2');
+      console.log(`node ${SNAPSHOT_NODE}: heap snapshot of child ${snapshotNode.childPid} asked at the window's end`);
+      await sleep(5000); // the snapshot is written while churn still runs; the child is busy writing it
+    }
     await churner.stop();
     const churnSec = (c1.at - c0.at) / 1000;
     const busy = rates(c0, c1, subscribers);
