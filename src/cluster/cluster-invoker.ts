@@ -33,6 +33,7 @@ export class ClusterInvoker implements Invoker {
     if (this.local.has(functionId)) return this.local.invoke(functionId, data, options);
     const owners = this.remoteOwners(functionId);
     if (owners.length === 0) {
+      this.replicas.forget(functionId);
       return Promise.resolve(engineFailure('FUNCTION_UNAVAILABLE', `no connected worker serves ${functionId}`));
     }
     return this.forward(functionId, data, options, owners);

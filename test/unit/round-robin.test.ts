@@ -45,4 +45,16 @@ describe('RoundRobin', () => {
     expect(rr.start('d', 2)).toBe(0);
     expect(rr.start('e', 0)).toBe(0);
   });
+
+  it('keeps no turn for a function with one candidate or none', () => {
+    const rr = new RoundRobin();
+    for (let i = 0; i < 1000; i++) {
+      expect(rr.start(`single${i}`, 1)).toBe(0);
+      expect(rr.start(`none${i}`, 0)).toBe(0);
+    }
+    expect(rr.size).toBe(0);
+    // A second replica: the function's turns start then.
+    expect([1, 2, 3].map(() => rr.start('single7', 2))).toEqual([0, 1, 0]);
+    expect(rr.size).toBe(1);
+  });
 });
