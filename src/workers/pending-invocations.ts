@@ -9,6 +9,8 @@ import { engineFailure } from '../invocation/invoker.js';
  */
 interface Pending {
   readonly functionId: string;
+  /** What the call was given, for the TIMEOUT message. */
+  readonly timeoutMs: number;
   /** The streaming channels whose refs the call handed the worker (an HTTP handler's two). */
   channels: readonly string[] | undefined;
   settle: ((outcome: InvocationOutcome) => void) | undefined;
@@ -30,16 +32,23 @@ export class PendingInvocations {
     // Ids are engine-made uuids; a repeat would orphan the first promise, so it is a bug, loudly.
     if (this.entries.has(invocationId)) throw new Error(`invocation ${invocationId} is already pending`);
     return new Promise<InvocationOutcome>((resolve) => {
-      const entry: Pending = { functionId, channels, settle: resolve, timer: undefined };
-      entry.timer = setTimeout(() => {
-        if (this.entries.get(invocationId) === entry) {
-          this.entries.delete(invocationId);
-          settle(entry, engineFailure('TIMEOUT', `function ${functionId} did not answer within ${Math.round(timeoutMs)} ms`));
-        }
-      }, timeoutMs);
+      const entry: Pending = { functionId, timeoutMs, channels, settle: resolve, timer: undefined };
+      // Whole milliseconds and one shared callback: Node keeps one list of timers per duration, so calls
+      // with the same whole-ms wait share a list, where a fractional wait (a deadline minus now) made a
+      // list and a priority-queue entry per call, and a closure per call held the entry
+      // (docs/performance.md, issue 26). Node fires timers at whole milliseconds anyway.
+      entry.timer = setTimeout(this.expire, Math.ceil(timeoutMs), invocationId);
       this.entries.set(invocationId, entry);
     });
   }
+
+  /** A call's deadline passed before its result came (a settled call's timer was cleared). */
+  private readonly expire = (invocationId: string): void => {
+    const entry = this.entries.get(invocationId);
+    if (entry === undefined) return;
+    this.entries.delete(invocationId);
+    settle(entry, engineFailure('TIMEOUT', `function ${entry.functionId} did not answer within ${Math.round(entry.timeoutMs)} ms`));
+  };
 
   /**
    * The channels the pending calls handed the worker, at most `limit` of them (the heartbeat asks
