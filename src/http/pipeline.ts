@@ -49,7 +49,8 @@ export interface PipelineDeps {
  */
 const emptyParams = (): Record<string, string> => Object.create(null) as Record<string, string>;
 
-
+/** What reading a request without a body gives (readBody's answer for it, without its promise). */
+const NO_BODY = { ok: true, bytes: Buffer.alloc(0) } as const;
 
 /** A streamed body is not decoded: `body` is null and the bytes are on the request_body channel. */
 const STREAMED_BODY = { ok: true, body: null } as const;
@@ -114,17 +115,27 @@ export class HttpPipeline {
       trace: { forwarded: false },
       bodySource: undefined,
     };
-    this.run(state)
-      .catch((err: unknown) => {
-        this.deps.logger.error({ err, requestId }, 'request failed inside the engine');
-        this.finish(state, errorReply('INTERNAL_ERROR', requestId));
-      })
-      // The slot is held until the engine's work ends, not until the client hangs up: otherwise
-      // clients that abort could keep more calls running on workers than the limit allows.
-      .finally(() => {
-        if (state.admitted) this.admission.leave();
-      });
+    // One reaction for both outcomes (not a catch and a finally: a promise and a step less per request).
+    this.run(state).then(
+      () => this.ended(state),
+      (err: unknown) => {
+        try {
+          this.deps.logger.error({ err, requestId }, 'request failed inside the engine');
+          this.finish(state, errorReply('INTERNAL_ERROR', requestId));
+        } finally {
+          this.ended(state);
+        }
+      },
+    );
   };
+
+  /**
+   * The engine's work for the request is over. The slot is held until then, not until the client hangs
+   * up: otherwise clients that abort could keep more calls running on workers than the limit allows.
+   */
+  private ended(state: RequestState): void {
+    if (state.admitted) this.admission.leave();
+  }
 
   private async run(state: RequestState): Promise<void> {
     const { req, requestId } = state;
@@ -161,7 +172,8 @@ export class HttpPipeline {
       // of a request whose body was not read to its end).
       state.bodySource = { kind: 'streamed', req };
     } else {
-      const read = await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now(), () => markClosing(req.socket));
+      // Without a body there is nothing to wait for (no await: a step less for every GET).
+      const read = plan === 'none' ? NO_BODY : await readBody(req, this.config.bodyLimitBytes, state.deadline - performance.now(), () => markClosing(req.socket));
       if (!read.ok) {
         state.closeConnection = true;
         if (read.code === 'ABORTED') return this.abort(state);
