@@ -154,27 +154,53 @@ function envelope(
   return { status, headers, body: JSON.stringify(payload), errorCode: code };
 }
 
-/** Writes a reply plus the engine's own headers (request id, CORS). */
+/**
+ * Writes a reply plus the engine's own headers (request id, CORS). Names are lower-case on both sides
+ * (the engine's own and addResponseHeader's); an engine header replaces a handler's of the same name.
+ */
 export function writeReply(
   res: ServerResponse,
   reply: HttpReply,
   engineHeaders: Record<string, string>,
 ): void {
-  const grouped = new Map<string, string | string[]>();
-  for (const [name, value] of reply.headers) {
-    const held = grouped.get(name);
-    if (held === undefined) grouped.set(name, value);
-    else if (Array.isArray(held)) held.push(value);
-    else grouped.set(name, [held, value]);
+  const length = reply.body === undefined ? (reply.status === 204 || reply.status === 304 ? undefined : 0) : Buffer.byteLength(reply.body);
+  const flat = distinctHeaders(reply.headers, engineHeaders, length);
+  if (flat !== undefined) {
+    // Every name once: the whole head in one call, without Node's per-response header map and a
+    // setHeader per name (docs/performance.md, issue 26). Node validates each name and value here as
+    // setHeader would.
+    res.writeHead(reply.status, flat);
+  } else {
+    const grouped = new Map<string, string | string[]>();
+    for (const [name, value] of reply.headers) {
+      const held = grouped.get(name);
+      if (held === undefined) grouped.set(name, value);
+      else if (Array.isArray(held)) held.push(value);
+      else grouped.set(name, [held, value]);
+    }
+    for (const [name, value] of Object.entries(engineHeaders)) grouped.set(name, value);
+    for (const [name, value] of grouped) res.setHeader(name, value);
+    if (length !== undefined) res.setHeader('content-length', length);
+    res.statusCode = reply.status;
   }
-  for (const [name, value] of Object.entries(engineHeaders)) grouped.set(name, value);
-  for (const [name, value] of grouped) res.setHeader(name, value);
-  res.statusCode = reply.status;
-  if (reply.body === undefined) {
-    if (reply.status !== 204 && reply.status !== 304) res.setHeader('content-length', '0');
-    res.end();
-    return;
+  if (reply.body === undefined) res.end();
+  else res.end(reply.body);
+}
+
+/**
+ * The reply's headers, the engine's, then content-length, as Node's flat [name, value, …] list, in
+ * the order the grouped path sets them; undefined when a name repeats or the engine replaces one of
+ * the handler's (the grouped path keeps those cases as they were).
+ */
+function distinctHeaders(headers: readonly [string, string][], engineHeaders: Record<string, string>, length: number | undefined): string[] | undefined {
+  const flat: string[] = [];
+  for (let i = 0; i < headers.length; i++) {
+    const [name, value] = headers[i] as [string, string];
+    if (Object.hasOwn(engineHeaders, name) || name === 'content-length') return undefined;
+    for (let j = 0; j < i; j++) if ((headers[j] as [string, string])[0] === name) return undefined;
+    flat.push(name, value);
   }
-  res.setHeader('content-length', Buffer.byteLength(reply.body));
-  res.end(reply.body);
+  for (const name in engineHeaders) flat.push(name, engineHeaders[name] as string);
+  if (length !== undefined) flat.push('content-length', String(length));
+  return flat;
 }

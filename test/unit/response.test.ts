@@ -341,9 +341,36 @@ describe('writeReply', () => {
       headers.set(name, value);
     });
     const end = vi.fn();
-    const res = { setHeader, end, statusCode: 0 };
+    const res = {
+      setHeader,
+      end,
+      statusCode: 0,
+      // Node's writeHead(status, [name, value, …]): the names are distinct on this path.
+      writeHead: vi.fn((status: number, flat: string[]) => {
+        res.statusCode = status;
+        for (let i = 0; i < flat.length; i += 2) headers.set(flat[i] as string, flat[i + 1]);
+      }),
+    };
     return { res, headers, setHeader, end };
   }
+
+  it('writes distinct headers in one writeHead: the reply\'s, the engine\'s, then content-length', () => {
+    const { res, setHeader, end } = fakeResponse();
+    writeReply(
+      res as unknown as ServerResponse,
+      { status: 200, headers: [['content-type', 'application/json'], ['x-a', '1']], body: '{"é":1}' },
+      { 'x-request-id': 'engine-id', vary: 'Origin' },
+    );
+    expect(res.writeHead).toHaveBeenCalledExactlyOnceWith(200, [
+      'content-type', 'application/json',
+      'x-a', '1',
+      'x-request-id', 'engine-id',
+      'vary', 'Origin',
+      'content-length', String(Buffer.byteLength('{"é":1}')),
+    ]);
+    expect(setHeader).not.toHaveBeenCalled();
+    expect(end).toHaveBeenCalledExactlyOnceWith('{"é":1}');
+  });
 
   it('writes status, grouped repeated headers, engine headers and content-length', () => {
     const { res, headers, end } = fakeResponse();
