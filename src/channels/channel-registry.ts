@@ -83,6 +83,8 @@ export interface CreateChannelOptions {
   expires?: boolean;
   /** Called once when the channel is gone (both ends done, torn down or expired). */
   onGone?: () => void;
+  /** Its binary items are one byte stream whose boundaries mean nothing (Channel.byteStream). */
+  byteStream?: boolean;
 }
 
 /**
@@ -151,6 +153,7 @@ export class ChannelRegistry {
       },
       options.maxBytesIn,
       this.budget,
+      options.byteStream,
     );
     this.channels.set(id, { channel, createdAt: Date.now(), expires: options.expires ?? false });
     if (options.expires === true) this.startSweeping();

@@ -91,6 +91,12 @@ export class Channel {
     private readonly maxBytesIn = Number.POSITIVE_INFINITY,
     /** The process's bound on what all its channels hold together. */
     private readonly budget: ChannelBudget = UNBOUNDED_BUDGET,
+    /**
+     * Its binary items are pieces of one byte stream whose boundaries mean nothing (an HTTP request
+     * body: where it splits depends on the client's chunks and the engine's socket reads), so a reader
+     * may join items that reach it together (ws-end.ts). Otherwise each item stays one frame.
+     */
+    readonly byteStream = false,
   ) {}
 
   /** Whether an end was claimed yet (unclaimed channels expire). */

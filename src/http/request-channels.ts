@@ -218,7 +218,7 @@ export class RequestChannels implements ChannelMaker {
 
   private makeRequestBody(id: string): Channel {
     const { maxStreamedBytes } = this;
-    const channel = this.registry.create(maxStreamedBytes > 0 ? { maxBytesIn: maxStreamedBytes } : {}, this.key, id);
+    const channel = this.registry.create(maxStreamedBytes > 0 ? { maxBytesIn: maxStreamedBytes, byteStream: true } : { byteStream: true }, this.key, id);
     this.requestBody = channel;
     // The channel counts the body from here on.
     this.giveReservedBytes();
