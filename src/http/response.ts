@@ -187,12 +187,18 @@ export function writeReply(
   else res.end(reply.body);
 }
 
+/** The most reply headers written through the flat path (typical replies carry a handful). */
+const MAX_FLAT_HEADERS = 32;
+
 /**
  * The reply's headers, the engine's, then content-length, as Node's flat [name, value, …] list, in
  * the order the grouped path sets them; undefined when a name repeats or the engine replaces one of
  * the handler's (the grouped path keeps those cases as they were).
  */
 function distinctHeaders(headers: readonly [string, string][], engineHeaders: Record<string, string>, length: number | undefined): string[] | undefined {
+  // The repeat check compares each name with those before it: a worker's reply with thousands of
+  // headers would make that quadratic, so past a few the grouped path (one map) takes them.
+  if (headers.length > MAX_FLAT_HEADERS) return undefined;
   const flat: string[] = [];
   for (let i = 0; i < headers.length; i++) {
     const [name, value] = headers[i] as [string, string];

@@ -397,6 +397,16 @@ describe('writeReply', () => {
     expect(end).toHaveBeenCalledExactlyOnceWith('{"é":1}');
   });
 
+  it('takes a reply with many headers through the grouped path (the flat path\'s repeat check is quadratic)', () => {
+    const { res, headers, setHeader } = fakeResponse();
+    const many = Array.from({ length: 5000 }, (_, i): [string, string] => [`x-h${i}`, String(i)]);
+    writeReply(res as unknown as ServerResponse, { status: 200, headers: many, body: 'ok' }, { 'x-request-id': 'engine-id' });
+    expect(res.writeHead).not.toHaveBeenCalled();
+    expect(setHeader).toHaveBeenCalledTimes(5002);
+    expect(headers.get('x-h4999')).toBe('4999');
+    expect(headers.get('x-request-id')).toBe('engine-id');
+  });
+
   it('sends content-length 0 for an empty reply, except 204 and 304', () => {
     const a = fakeResponse();
     writeReply(a.res as unknown as ServerResponse, { status: 200, headers: [], body: undefined }, {});
