@@ -71,7 +71,26 @@ export function printRss(label: string, series: RssSeries[], pids: number[], eve
   };
   console.log(`${label}child RSS slope MB/min, whole window: ${fmt(slopes, 2)}  (${range(slopes)})`);
   console.log(`${label}child RSS slope MB/min, second half:  ${fmt(lateSlopes, 2)}  (${range(lateSlopes)})`);
+  // A slope over 10 minutes of a saw-tooth (a full GC about once a minute, a few MB deep) moves by
+  // ±0.3 MB/min from node to node with no growth at all. The median of the window's last 3 minutes
+  // against the median of its first 3 (18 samples each at 10 s) reads past the teeth.
+  const ends = same.map((s) => {
+    if (s.length < 2) return Number.NaN;
+    const from = s[0]!.min;
+    const to = s.at(-1)!.min;
+    const third = Math.min(3, (to - from) / 3);
+    const first = s.filter((x) => x.min - from <= third).map((x) => x.mb);
+    const last = s.filter((x) => to - x.min <= third).map((x) => x.mb);
+    return pct(last, 50) - pct(first, 50);
+  });
+  const over = ends.filter((d) => d > FLAT_RISE_MB).length;
+  console.log(
+    `${label}child RSS rise MB, median of the last 3 min − median of the first 3: ${fmt(ends, 1)}  (${range(ends)}; ${over} of ${ends.length} nodes over ${FLAT_RISE_MB} MB)`,
+  );
 }
+
+/** What a node's RSS may rise over a window and still count as flat (2.5 MB: under 2 % of a child). */
+export const FLAT_RISE_MB = 2.5;
 
 /** How long a process has run, in minutes (/proc: its start in clock ticks after boot). */
 export function ageMin(pid: number): number {
