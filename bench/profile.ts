@@ -4,6 +4,7 @@
  *   npm run bench:profile -- [--middleware] [--body 1k|64k] [--sdk [--shipped]] [--connections N]
  *                            [--worker-prof] [--interval-us N] [--seconds N] [--out DIR] [--against COMMIT]
  *                            [--window cpu|heap|cpu,heap|snapshot] [--gc] [--node-args "FLAGS"]
+ *   npm run bench:profile -- --baseline 2-ws-worker.mjs --window cpu|heap|cpu,heap [--seconds N] [--connections N]
  *
  * Starts a one-process engine with `--cpu-prof` (primary and child write a .cpuprofile into DIR when
  * they exit), one bench worker, and runs the closed-loop load for N seconds (default 8) over N
@@ -22,6 +23,10 @@
  * `--gc` runs the engine with --trace-gc-nvp and prints, per request of the window, the scavenges
  * and mark-compacts, their pauses, and the bytes that survived a scavenge and were promoted to the old
  * generation: what outlives a request drives the GC's cost (docs/performance.md, issue 26).
+ *
+ * `--baseline FILE` profiles a baseline of bench/baselines/ (its own process, not its worker) over the
+ * same window with the same load on its GET route, summarised the same way: the engine's profile
+ * beside the limit it is measured against (docs/performance.md, issue 26, third session of 2026-11-27).
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -30,6 +35,7 @@ import { childPids, cpuNs } from '../test/support/proc.js';
 import { spawnManaged, startEngine, stopProcess } from '../test/support/processes.js';
 import { engineBuiltAt } from './lib/against.js';
 import { runLoad } from './lib/load.js';
+import { startBaseline } from './lib/subjects.js';
 import { jsonBody } from './lib/requests.js';
 
 const args = process.argv.slice(2);
@@ -164,6 +170,8 @@ async function main(): Promise<void> {
   const before = new Set(readdirSync(outDir));
   const againstCommit = option('--against');
   const window = option('--window');
+  const baselineFile = option('--baseline');
+  if (baselineFile !== undefined) return profileBaseline(baselineFile, window, outDir, seconds);
   const engine = await startEngine({
     ...(againstCommit === undefined ? {} : { engineBin: engineBuiltAt(againstCommit).bin }),
     cluster: { processes: 1 },
@@ -261,6 +269,55 @@ async function main(): Promise<void> {
       console.log(`\n== ${file} (per request)`);
       await summarise(join(outDir, file), requests);
     }
+  }
+}
+
+/** `--baseline FILE`: the baseline's own process profiled over the load's window (GET, as the engine's default). */
+async function profileBaseline(file: string, window: string | undefined, outDir: string, seconds: number): Promise<void> {
+  if (window === undefined || window === 'snapshot') throw new Error('--baseline needs --window cpu, heap or cpu,heap');
+  const baseline = await startBaseline(
+    file,
+    { WINDOW_PROFILE_DIR: outDir, WINDOW_PROFILE: window, WINDOW_PROFILE_MAIN: '1', WINDOW_PROFILE_INTERVAL_US: option('--interval-us') ?? '200' },
+    ['--import', resolve('bench/lib/window-profiler.mjs')],
+  );
+  const pid = baseline.pid;
+  let windowCpuNs = 0;
+  const requests = await (async (): Promise<number> => {
+    try {
+      const result = await runLoad({
+        url: `${baseline.origin}/bench/hello`,
+        connections: Number(option('--connections') ?? 64),
+        durationMs: seconds * 1000,
+        warmupMs: 1000,
+        onMeasure: {
+          start: () => {
+            process.kill(pid, 'SIGUSR2');
+            windowCpuNs = cpuNs(pid);
+          },
+          end: () => {
+            windowCpuNs = cpuNs(pid) - windowCpuNs;
+            process.kill(pid, 'SIGUSR2');
+          },
+        },
+      });
+      const requests = result.requests + result.errors;
+      console.log(`${Math.round(result.rps)} req/s, p99 ${result.p99Ms.toFixed(2)} ms, errors ${result.errors}`);
+      console.log(`baseline ${pid}: ${(windowCpuNs / 1000 / requests).toFixed(1)} µs CPU/req over the window (profiler included), ${requests} requests`);
+      const done = join(outDir, `window-${pid}.done`);
+      for (let waited = 0; !existsSync(done); waited += 50) {
+        if (waited > 20_000) throw new Error(`no profile from baseline ${pid}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return requests;
+    } finally {
+      await baseline.stop();
+    }
+  })();
+  for (const kind of ['cpuprofile', 'heapprofile']) {
+    const file = join(outDir, `window-${pid}.${kind}`);
+    if (!existsSync(file)) continue;
+    console.log(`\n== ${file} (per request)`);
+    await summarise(file, requests);
   }
 }
 

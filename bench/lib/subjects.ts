@@ -39,8 +39,9 @@ export interface Baseline {
   stop(): Promise<void>;
 }
 
-export async function startBaseline(file: string, env: NodeJS.ProcessEnv = {}): Promise<Baseline> {
-  const p = spawnManaged(process.execPath, [join(BASELINES_DIR, file)], { ...process.env, ...env }, ROOT, true);
+/** `nodeArgs`: flags for the baseline's own process (not its worker's), e.g. the window profiler's preload. */
+export async function startBaseline(file: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Promise<Baseline> {
+  const p = spawnManaged(process.execPath, [...nodeArgs, join(BASELINES_DIR, file)], { ...process.env, ...env }, ROOT, true);
   const exited = p.exited.then((r) => {
     throw new Error(`baseline ${file} exited before it was ready (${JSON.stringify(r)}): ${p.stderr.lines.slice(-10).join('\n')}`);
   });

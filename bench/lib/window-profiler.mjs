@@ -3,6 +3,8 @@
 // a child gets starts the profilers, the second stops them and writes
 // WINDOW_PROFILE_DIR/window-<pid>.cpuprofile and/or .heapprofile.
 //
+// WINDOW_PROFILE_MAIN=1   profile the process itself rather than its cluster children (a baseline:
+//                         `bench/profile.ts --baseline`); its worker, spawned without the preload, is not
 // WINDOW_PROFILE          "cpu", "heap" or "cpu,heap" (one at a time measures each more truly), or
 //                         "snapshot": a heap snapshot at the window's end (requests in flight included)
 
@@ -17,7 +19,7 @@ import { Session } from 'node:inspector';
 import { join } from 'node:path';
 
 const dir = process.env.WINDOW_PROFILE_DIR;
-if (dir !== undefined && cluster.isWorker) {
+if (dir !== undefined && (cluster.isWorker || process.env.WINDOW_PROFILE_MAIN === '1')) {
   const what = new Set((process.env.WINDOW_PROFILE ?? 'cpu').split(','));
   const session = new Session();
   session.connect();
