@@ -250,11 +250,7 @@ async function main(): Promise<void> {
           await writeFile(join(outDir, `gc-${child}.log`), `${windowLines.join('\n')}\n`);
           summariseGc(windowLines, requests);
         }
-        const done = join(outDir, `window-${child}.done`);
-        for (let waited = 0; !existsSync(done); waited += 50) {
-          if (waited > 20_000) throw new Error(`no profile from child ${child}`);
-          await new Promise((r) => setTimeout(r, 50));
-        }
+        await profileWritten(outDir, child as number, 'child');
       }
       return requests;
     } finally {
@@ -269,6 +265,15 @@ async function main(): Promise<void> {
       console.log(`\n== ${file} (per request)`);
       await summarise(join(outDir, file), requests);
     }
+  }
+}
+
+/** Waits (at most 20 s) for the window profiler of process `pid` to have written its files. */
+async function profileWritten(outDir: string, pid: number, who: string): Promise<void> {
+  const done = join(outDir, `window-${pid}.done`);
+  for (let waited = 0; !existsSync(done); waited += 50) {
+    if (waited > 20_000) throw new Error(`no profile from ${who} ${pid}`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -303,11 +308,7 @@ async function profileBaseline(file: string, window: string | undefined, outDir:
       const requests = result.requests + result.errors;
       console.log(`${Math.round(result.rps)} req/s, p99 ${result.p99Ms.toFixed(2)} ms, errors ${result.errors}`);
       console.log(`baseline ${pid}: ${(windowCpuNs / 1000 / requests).toFixed(1)} µs CPU/req over the window (profiler included), ${requests} requests`);
-      const done = join(outDir, `window-${pid}.done`);
-      for (let waited = 0; !existsSync(done); waited += 50) {
-        if (waited > 20_000) throw new Error(`no profile from baseline ${pid}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await profileWritten(outDir, pid, 'baseline');
       return requests;
     } finally {
       await baseline.stop();
