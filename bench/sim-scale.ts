@@ -16,7 +16,7 @@
  * R is the number of routes in the whole cluster, spread over one bulk worker per node.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { Redis } from 'ioredis';
@@ -63,6 +63,23 @@ const TRACE_GC_NODE = argv.includes('--trace-gc') ? Number(arg('trace-gc', '0'))
 const SNAPSHOT_NODE = argv.includes('--heap-snapshots') ? Number(arg('heap-snapshots', '0')) : -1;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Until process `pid` has written its `count`-th heap snapshot into PROFILE_DIR (Node names them
+ * `Heap.<date>.<time>.<pid>.<thread>.<seq>.heapsnapshot`) and its size has held for a second; at most 60 s.
+ */
+async function snapshotsWritten(pid: number, count: number): Promise<void> {
+  const suffix = `.${pid}.0.${String(count).padStart(3, '0')}.heapsnapshot`;
+  let size = -1;
+  for (let waited = 0; waited < 60_000; waited += 1000) {
+    const file = readdirSync(PROFILE_DIR).find((name) => name.endsWith(suffix));
+    const now = file === undefined ? -1 : statSync(resolve(PROFILE_DIR, file)).size;
+    if (now > 0 && now === size) return;
+    size = now;
+    await sleep(1000);
+  }
+  console.log(`heap snapshot ${count} of ${pid} not written within 60 s`);
+}
 
 
 interface Node {
@@ -506,7 +523,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     if (snapshotNode !== undefined && nodes.includes(snapshotNode)) {
       process.kill(snapshotNode.childPid, 'SIGUSR2');
       console.log(`node ${SNAPSHOT_NODE}: heap snapshot of child ${snapshotNode.childPid} asked at the window's end`);
-      await sleep(5000); // the snapshot is written while churn still runs; the child is busy writing it
+      await snapshotsWritten(snapshotNode.childPid, 2);
     }
     await churner.stop();
     const churnSec = (c1.at - c0.at) / 1000;
@@ -543,13 +560,13 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const traced = nodes.find((nd) => nd.index === TRACE_GC_NODE);
     if (traced !== undefined) {
       // The child's raw trace, for what this summary leaves out (scavenges: the allocation rate).
+      const childLines = traced.engine.stdout.lines.filter((line) => line.startsWith(`[${traced.childPid}:`));
       const gcLog = resolve(`.bench-results/sim-scale-gc-n${TRACE_GC_NODE}-N${n}-R${r}.log`);
       mkdirSync(dirname(gcLog), { recursive: true });
-      writeFileSync(gcLog, `${traced.engine.stdout.lines.filter((line) => line.startsWith(`[${traced.childPid}:`)).join('\n')}\n`);
+      writeFileSync(gcLog, `${childLines.join('\n')}\n`);
       console.log(`node ${TRACE_GC_NODE} child's --trace-gc lines: ${gcLog}`);
       // `[pid:0x…]  123456 ms: Mark-Compact 45.2 (60.1) -> 40.3 (61.2) MB, …` of the child (ms since it started).
-      const fulls = traced.engine.stdout.lines
-        .filter((line) => line.startsWith(`[${traced.childPid}:`))
+      const fulls = childLines
         .map((line) => /\s(\d+) ms: Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \(([\d.]+)\) MB/.exec(line))
         .filter((m): m is RegExpExecArray => m !== null)
         .map((m) => ({ min: Number(m[1]) / 60_000, mb: Number(m[2]), committed: Number(m[3]) }));
