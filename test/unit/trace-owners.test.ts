@@ -72,16 +72,29 @@ describe('RecentTraceOwners', () => {
     expect(owners.ownerOf(trace(1))).toBe('w-3');
   });
 
-  it('keeps its map bounded while traces pass between lookups', () => {
+  it('forgets a trace `capacity` notes later while traces pass between lookups', () => {
     const owners = new RecentTraceOwners(4);
     for (let n = 1; n <= 1000; n++) {
       owners.noteTraceparent(traceparent(n), `w-${n % 2}`);
       expect(owners.ownerOf(trace(n))).toBe(`w-${n % 2}`);
+      expect(owners.ownerOf(trace(n - 3))).toBe(n > 3 ? `w-${(n - 3) % 2}` : undefined);
       expect(owners.ownerOf(trace(n - 4))).toBeUndefined();
-      // Stale entries may wait in the map until met, never past twice the capacity.
-      expect((owners as unknown as { owners: Map<string, unknown> }).owners.size).toBeLessThanOrEqual(8);
     }
     expect(owners.size).toBe(4);
+  });
+
+  it('keeps no text of what it noted: only the worker ids (a noted traceparent may be a slice holding a whole frame)', () => {
+    const owners = new RecentTraceOwners(16);
+    const frames = Array.from({ length: 40 }, (_, n) => `{"traceparent":"${traceparent(n)}","body":"${'x'.repeat(200)}"}`);
+    for (const [n, frame] of frames.entries()) owners.noteTraceparent(frame.slice(16, 71), `w-${n % 3}`);
+    expect(owners.ownerOf(trace(39))).toBe('w-0');
+    const strings: string[] = [];
+    const walk = (value: unknown, depth: number): void => {
+      if (typeof value === 'string') strings.push(value);
+      else if (depth < 3 && typeof value === 'object' && value !== null && !ArrayBuffer.isView(value)) for (const inner of Object.values(value)) walk(inner, depth + 1);
+    };
+    walk(owners, 0);
+    expect(new Set(strings)).toEqual(new Set(['w-0', 'w-1', 'w-2']));
   });
 
   it('holds at most its capacity however many traces pass (4,096 by default)', () => {
@@ -93,12 +106,20 @@ describe('RecentTraceOwners', () => {
     expect(owners.ownerOf(trace(TRACE_OWNERS_CAPACITY + 500))).toBe(`w-${(TRACE_OWNERS_CAPACITY + 500) % 7}`);
   });
 
-  it('ignores a traceparent that is not shaped vv-<trace id>-…', () => {
+  it('ignores a traceparent that is not shaped vv-<trace id>-…, and trace ids that are not 32 lowercase hex digits', () => {
     const owners = new RecentTraceOwners();
     owners.noteTraceparent('garbage', 'w-1');
     owners.noteTraceparent(`00${trace(1)}-b7ad6b7169203331-01-`, 'w-1');
     owners.noteTraceparent(`00-${trace(1)}`, 'w-1');
+    owners.noteTraceparent(`00-${'ABCDEF'.padStart(32, '0')}-b7ad6b7169203331-01`, 'w-1');
+    owners.noteTraceparent(`00-${'g'.padStart(32, '0')}-b7ad6b7169203331-01`, 'w-1');
+    owners.note(trace(1).slice(1), 'w-1');
     expect(owners.size).toBe(0);
+    expect(owners.ownerOf('ABCDEF'.padStart(32, '0'))).toBeUndefined();
+    expect(owners.ownerOf('not a trace id')).toBeUndefined();
+    owners.note('ffffffff'.repeat(4), 'w-2');
+    expect(owners.ownerOf('ffffffff'.repeat(4))).toBe('w-2');
+    expect(owners.ownerOf('ffffffff'.repeat(3) + 'fffffffe')).toBeUndefined();
     expect(() => new RecentTraceOwners(0)).toThrow(/positive integer/);
   });
 });
