@@ -27,30 +27,45 @@ const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.is
 /**
  * Checked records by the wire object they came from. A receiver of deltas hands the table the same
  * record objects again on every change of a peer (wire-delta.ts): each is checked — its route pattern
- * parsed — once, not once per change. Wire objects are never mutated after they are parsed.
+ * parsed — once, not once per change, and the table gets the same checked object each time, so its
+ * diff by identity (owner-index.ts) sees only the records that changed. Wire objects are never
+ * mutated after they are parsed.
  */
-const checkedFunctions = new WeakMap<object, FunctionRecord | string>();
-const checkedTriggers = [new WeakMap<object, TriggerRecord | string>(), new WeakMap<object, TriggerRecord | string>()] as const;
+type Cache<T> = WeakMap<object, T | string>;
 
-function checkFunction(v: unknown): FunctionRecord | string {
-  if (!isObject(v)) return checkFunctionOnce(v);
-  let checked = checkedFunctions.get(v);
+function once<T>(cache: Cache<T>, v: unknown, check: (v: unknown) => T | string): T | string {
+  if (!isObject(v)) return check(v);
+  let checked = cache.get(v);
   if (checked === undefined) {
-    checked = checkFunctionOnce(v);
-    checkedFunctions.set(v, checked);
+    checked = check(v);
+    cache.set(v, checked);
   }
   return checked;
 }
 
+/** A cache and its check for each `ignoreTrailingSlash` (false, true): a trigger's pattern depends on it. */
+function bySlash<T>(check: (v: unknown, ignoreTrailingSlash: boolean) => T | string): { cache: Cache<T>; check: (v: unknown) => T | string }[] {
+  return [false, true].map((slash) => ({ cache: new WeakMap<object, T | string>(), check: (v: unknown) => check(v, slash) }));
+}
+
+const functionCache: Cache<FunctionRecord> = new WeakMap();
+const triggerChecks = bySlash(checkTriggerOnce);
+const departedChecks = bySlash(checkDepartedOnce);
+const workerCache: Cache<WorkerSummary> = new WeakMap();
+
+function checkFunction(v: unknown): FunctionRecord | string {
+  return once(functionCache, v, checkFunctionOnce);
+}
+
 function checkTrigger(v: unknown, ignoreTrailingSlash: boolean): TriggerRecord | string {
-  if (!isObject(v)) return checkTriggerOnce(v, ignoreTrailingSlash);
-  const cache = checkedTriggers[ignoreTrailingSlash ? 1 : 0];
-  let checked = cache.get(v);
-  if (checked === undefined) {
-    checked = checkTriggerOnce(v, ignoreTrailingSlash);
-    cache.set(v, checked);
-  }
-  return checked;
+  const { cache, check } = triggerChecks[ignoreTrailingSlash ? 1 : 0] as (typeof triggerChecks)[number];
+  return once(cache, v, check);
+}
+
+/** A departed worker's claims, checked once per wire object like the records (its triggers through `checkTrigger`). */
+function checkDeparted(v: unknown, ignoreTrailingSlash: boolean): DepartedWorker | string {
+  const { cache, check } = departedChecks[ignoreTrailingSlash ? 1 : 0] as (typeof departedChecks)[number];
+  return once(cache, v, check);
 }
 
 function checkFunctionOnce(v: unknown): FunctionRecord | string {
@@ -151,21 +166,26 @@ function checkWorkers(v: unknown): WorkerSummary[] {
   if (!Array.isArray(v)) return [];
   const out: WorkerSummary[] = [];
   for (const item of v) {
-    if (!isObject(item) || !isText(item.id) || !isNumber(item.connectedAt)) continue;
-    const summary: WorkerSummary = { id: item.id, connectedAt: item.connectedAt };
-    if (typeof item.name === 'string') summary.name = item.name;
-    if (typeof item.runtime === 'string') summary.runtime = item.runtime;
-    if (typeof item.version === 'string') summary.version = item.version;
-    if (typeof item.os === 'string') summary.os = item.os;
-    if (isNumber(item.pid)) summary.pid = item.pid;
-    if (typeof item.description === 'string') summary.description = item.description;
-    if (typeof item.ipAddress === 'string') summary.ipAddress = item.ipAddress;
-    out.push(summary);
+    const checked = once(workerCache, item, checkWorkerOnce);
+    if (typeof checked !== 'string') out.push(checked);
   }
   return out;
 }
 
-function checkDeparted(v: unknown, ignoreTrailingSlash: boolean): DepartedWorker | string {
+function checkWorkerOnce(item: unknown): WorkerSummary | string {
+  if (!isObject(item) || !isText(item.id) || !isNumber(item.connectedAt)) return 'dropped';
+  const summary: WorkerSummary = { id: item.id, connectedAt: item.connectedAt };
+  if (typeof item.name === 'string') summary.name = item.name;
+  if (typeof item.runtime === 'string') summary.runtime = item.runtime;
+  if (typeof item.version === 'string') summary.version = item.version;
+  if (typeof item.os === 'string') summary.os = item.os;
+  if (isNumber(item.pid)) summary.pid = item.pid;
+  if (typeof item.description === 'string') summary.description = item.description;
+  if (typeof item.ipAddress === 'string') summary.ipAddress = item.ipAddress;
+  return summary;
+}
+
+function checkDepartedOnce(v: unknown, ignoreTrailingSlash: boolean): DepartedWorker | string {
   if (!isObject(v) || !isText(v.workerId) || !Array.isArray(v.functionIds) || !Array.isArray(v.triggers)) {
     return 'departed worker needs workerId, functionIds and triggers';
   }

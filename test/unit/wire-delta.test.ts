@@ -6,6 +6,7 @@ import { checkSnapshot } from '../../src/bus/snapshot-check.js';
 import type { WireDelta } from '../../src/bus/wire-delta.js';
 import { PeerChains, diffSnapshots, isDelta } from '../../src/bus/wire-delta.js';
 import type { WireSnapshot, WireTrigger } from '../../src/bus/wire-snapshot.js';
+import { RouteTable } from '../../src/routing/route-table.js';
 
 const route = (i: number, workerId = 'w1', apiPath = `/items/${i}`): WireTrigger => ({
   id: `t${i}`,
@@ -202,5 +203,44 @@ describe('PeerChains', () => {
     chains.full(v2);
     expect(chains.full(v1)).toBeUndefined();
     expect(chains.full(v2)).toBeUndefined();
+  });
+});
+
+describe('a change of a peer through the chain, the check and the table', () => {
+  it('costs the table the records that changed, however many departed workers the peer still lists', () => {
+    // A peer of 200 routes; workers of 5 routes each come and go, and each that goes is listed as
+    // departed (its routes kept through the reconnect grace). Every checked record, departed ones
+    // included, must be the same object on every change, or the table re-decides all their routes.
+    const chains = new PeerChains();
+    const table = new RouteTable(false);
+    const offer = (wireSnapshot: WireSnapshot): void => {
+      const checked = checkSnapshot(wireSnapshot, false);
+      if (!checked.ok) throw new Error(checked.reason);
+      table.applySnapshot(checked.snapshot);
+    };
+    offer(chains.full(snapshot('a/0/x', 1, 200)) as WireSnapshot);
+    table.current();
+    let version = 1;
+    const workerRoutes = (k: number): WireTrigger[] => Array.from({ length: 5 }, (_, i) => ({ ...route(1000 + 5 * k + i, `c${k}`, `/c/${k}/${i}`), functionId: `c${k}::fn` }));
+    const step = (set: WireDelta['set'], del: WireDelta['del']): ReturnType<RouteTable['current']>['work'] => {
+      const outcome = chains.delta(wire({ ownerId: 'a/0/x', from: version, to: version + 1, set, del }));
+      version++;
+      if (outcome.result !== 'applied') throw new Error(outcome.result);
+      offer(outcome.snapshot);
+      return table.current().work;
+    };
+    const works: number[] = [];
+    for (let k = 0; k < 8; k++) {
+      const joined = step({ functions: [{ id: `c${k}::fn`, workerId: `c${k}` }], workers: [{ id: `c${k}`, connectedAt: 1 }], triggers: workerRoutes(k) }, {});
+      works.push(joined.routeKeys);
+      const left = step(
+        { departed: [{ workerId: `c${k}`, since: 2, functionIds: [`c${k}::fn`], triggers: workerRoutes(k) }] },
+        { functions: [`c${k}\nc${k}::fn`], workers: [`c${k}`], triggers: workerRoutes(k).map((t) => `c${k}\n${t.id}`) },
+      );
+      works.push(left.routeKeys);
+    }
+    // Each join and each departure decides its own 5 route keys again, not those of earlier departures.
+    expect(works).toEqual(Array.from({ length: 16 }, () => 5));
+    expect(table.current().routes).toHaveLength(200 + 8 * 5);
   });
 });
