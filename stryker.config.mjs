@@ -5,7 +5,7 @@ export default {
   testRunner: 'vitest',
   plugins: ['@stryker-mutator/vitest-runner'],
   vitest: { configFile: 'stryker.vitest.config.ts', related: false },
-  mutate: ['src/routing/route-table.ts'],
+  mutate: ['src/routing/route-table.ts', 'src/routing/route-ownership.ts', 'src/routing/middleware-bindings.ts', 'src/routing/map-members.ts'],
   coverageAnalysis: 'perTest',
   concurrency: 2,
   timeoutMS: 20_000,

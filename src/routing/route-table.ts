@@ -1,108 +1,18 @@
 import type { MiddlewareConfig } from '../config/types.js';
 import { ChurnMap } from './churn-map.js';
+import { addMember, removeMember, setOrDelete } from './map-members.js';
+import type { MiddlewareFrom } from './middleware-bindings.js';
+import { configBindings, middlewareBindings, sameMiddleware } from './middleware-bindings.js';
 import { MiddlewareIndex } from './middleware-index.js';
-import type { PathPattern } from './path-pattern.js';
-import type { HttpTrigger, MiddlewareTrigger, Touched } from './owner-index.js';
+import type { Touched } from './owner-index.js';
 import { OwnerIndex, nothingTouched, routeKey } from './owner-index.js';
 import type { MiddlewareBinding, OwnerSnapshot, PeerEndpoint, TriggerRecord } from './registrations.js';
-import { compareRegistration } from './registrations.js';
-import { MAIN_PRINCIPAL, isRestricted } from './principal.js';
+import type { Candidate } from './route-ownership.js';
+import { candidatesOf, functionHolding, routeHolder, routeOf } from './route-ownership.js';
 import { Router } from './router.js';
+import type { HttpRoute, RegistrationConflict, RoutingState, SnapshotSource, TableWork } from './routing-state.js';
 
-/** One routable binding: the winner among triggers of the same method and path shape. */
-export interface HttpRoute {
-  method: string;
-  pattern: PathPattern;
-  /** `api_path` as the worker registered it: the request's `trigger.path` (docs/http.md). */
-  apiPath: string;
-  triggerId: string;
-  functionId: string;
-  ownerId: string;
-  conditionFunctionId?: string;
-  middlewareFunctionIds?: readonly string[];
-  /** Who registered the binding (worker-session.ts): restricted middleware only runs on its own principal's routes. */
-  principal: string;
-  /** The worker that registered the binding (admin view). */
-  workerId: string;
-  /** The trigger's `metadata`: the handler gets it as its invocation's metadata (as iii does). */
-  metadata?: Record<string, unknown>;
-}
-
-/**
- * A registration that lost to an older one (docs/security.md#route-ownership): the process that holds
- * it (`ownerId`) drops it and tells its worker. `id` is the trigger id (route) or the function id.
- */
-export interface RegistrationConflict {
-  kind: 'route' | 'function';
-  ownerId: string;
-  workerId: string;
-  id: string;
-  reason: string;
-  /**
-   * The owner of the registration it lost to. When that is `ownerId` itself, or an owner whose
-   * snapshot this table held already before the build that found the conflict, the conflict is
-   * visible to the process that must refuse: it refuses at once (conflict-refusals.ts).
-   */
-  holderOwnerId: string;
-  /**
-   * The registration it lost to is of the same principal: the holder's worker may be leaving (a
-   * reconnect or redeploy takes the route back), so a holder on another process is checked against a
-   * fresh table first (conflict-refusals.ts).
-   */
-  samePrincipal: boolean;
-}
-
-/**
- * The table as a request or a listener sees it. `version`, `conflicts` and `changedOwners` are those
- * of the build that made it; the router, the function maps and `routes` are the table's own, which
- * each later change updates in place (a change costs what it touched, not the table's size: docs/scale.md).
- * A request reads the state again after anything it waits for (src/http/pipeline.ts).
- */
-export interface RoutingState {
-  version: number;
-  router: Router<HttpRoute>;
-  /** The routes the router serves (admin view), listed when first read. */
-  readonly routes: readonly HttpRoute[];
-  /** Middleware selection by phase and path: a new index only when the middleware changed. */
-  middleware: MiddlewareIndex;
-  /** function id → owner ids that have at least one worker registering it. */
-  functionOwners: ReadonlyMap<string, readonly string[]>;
-  /**
-   * Functions no connected worker serves whose worker departed within the reconnect grace: a call
-   * to one of them waits for it to be registered again (src/invocation/grace-invoker.ts).
-   */
-  awaitedFunctions: ReadonlySet<string>;
-  /** Each function's metadata as registered (expose_functions' metadata filters). */
-  functionMetadata: ReadonlyMap<string, Record<string, unknown>>;
-  /** Registrations that lost to an older holder; each owner drops its own (engine.ts). */
-  conflicts: readonly RegistrationConflict[];
-  /**
-   * Remote owners whose snapshot arrived (or was removed) since the previous build. A conflict whose
-   * holder is not among them was already in this table before: it is refused at once (conflict-refusals.ts).
-   */
-  changedOwners: ReadonlySet<string>;
-  /** Route patterns (`pattern.source`) this build removed from the table and no other route still has (request metrics). */
-  routesLeft: readonly string[];
-  /** What this build did: it follows the change, not the table's size (docs/scale.md). */
-  work: TableWork;
-}
-
-/** The work of one build (RoutingState.work): owners re-indexed, route keys and functions decided again, awaited checks, router updates. */
-export interface TableWork {
-  owners: number;
-  routeKeys: number;
-  functions: number;
-  awaited: number;
-  routerUpdates: number;
-  /** The middleware list was derived again (a new index only if it differs). */
-  middleware: boolean;
-}
-
-/** The local process's registrations, pulled only when the table rebuilds. */
-export interface SnapshotSource {
-  readonly ownerId: string;
-  snapshot(): OwnerSnapshot;
-}
+export type { HttpRoute, RegistrationConflict, RoutingState, SnapshotSource, TableWork } from './routing-state.js';
 
 type Listener = (state: RoutingState) => void;
 
@@ -115,19 +25,6 @@ const byRank = (a: OwnerIndex, b: OwnerIndex): number => a.rank - b.rank;
 function ranked(owners: ReadonlySet<OwnerIndex> | undefined): OwnerIndex[] {
   if (owners === undefined) return [];
   return [...owners].sort(byRank);
-}
-
-function addMember<K, V>(map: ChurnMap<K, Set<V>>, key: K, value: V): void {
-  const set = map.get(key);
-  if (set === undefined) map.set(key, new Set([value]));
-  else set.add(value);
-}
-
-function removeMember<K, V>(map: ChurnMap<K, Set<V>>, key: K, value: V): void {
-  const set = map.get(key);
-  if (set === undefined) return;
-  set.delete(value);
-  if (set.size === 0) map.delete(key);
 }
 
 /**
@@ -188,15 +85,7 @@ export class RouteTable {
     private readonly ignoreTrailingSlash: boolean,
     configMiddleware: readonly MiddlewareConfig[] = [],
   ) {
-    this.configMiddleware = configMiddleware.map((entry, index) => ({
-      triggerId: `config:${index}`,
-      functionId: entry.functionId,
-      ownerId: 'config',
-      phase: entry.phase,
-      priority: entry.priority,
-      registeredAt: 0,
-      seq: index,
-    }));
+    this.configMiddleware = configBindings(configMiddleware);
     this.router = new Router<HttpRoute>([], ignoreTrailingSlash);
     this.middleware = new MiddlewareIndex(this.configMiddleware, ignoreTrailingSlash);
     this.state = this.build();
@@ -403,52 +292,19 @@ export class RouteTable {
     if (this.localIndex !== undefined) yield this.localIndex;
   }
 
-  /**
-   * Which principal holds a function id, which owners serve it for that principal, its metadata and
-   * the registrations refused (docs/security.md): the oldest claim holds — a connected worker's
-   * registration, or a worker away within the reconnect grace (dated by when it connected, since its
-   * registrations came later). Another principal cannot become a replica and take a share of its calls.
-   */
+  /** Who holds a function id now (functionHolding): the owners serving it, its metadata and the registrations refused. */
   private recomputeFunction(id: string): void {
-    const owners = ranked(this.functionHolders.get(id));
-    // Undefined when no owner holds it any more: then there is nothing to go through below.
-    const holder = holderOf(id, owners);
-    const principal = holder?.principal;
-    const holderOwnerId = holder?.ownerId as string;
+    const { servedBy, metadata, conflicts } = functionHolding(id, ranked(this.functionHolders.get(id)));
     this.functionConflicts.delete(id);
-    const servedBy: string[] = [];
-    const conflicts: RegistrationConflict[] = [];
-    let metadata: { value: Record<string, unknown> } | undefined;
-    for (const owner of owners) {
-      for (const fn of owner.functions.get(id) ?? []) {
-        if ((fn.principal ?? MAIN_PRINCIPAL) === principal) {
-          if (fn.metadata !== undefined) metadata ??= { value: fn.metadata };
-          if (!servedBy.includes(owner.ownerId)) servedBy.push(owner.ownerId);
-          continue;
-        }
-        conflicts.push({
-          kind: 'function',
-          ownerId: owner.ownerId,
-          workerId: fn.workerId,
-          id,
-          holderOwnerId,
-          samePrincipal: false,
-          reason: `function ${id} is registered by another principal already`,
-        });
-      }
-    }
     setOrDelete(this.functionOwners, id, servedBy.length > 0 ? servedBy : undefined);
-    setOrDelete(this.functionMetadata, id, metadata?.value);
+    setOrDelete(this.functionMetadata, id, metadata);
     if (conflicts.length > 0) this.functionConflicts.set(id, conflicts);
   }
 
   /** The binding that holds a route key now (routeHolder), and the router and awaited functions in step with it. */
   private recomputeKey(key: string, awaitedDirty: Set<string>, unrouted: Set<string>, work: TableWork): void {
     work.routeKeys++;
-    const owners = ranked(this.keyOwners.get(key));
-    const group: Candidate[] = [];
-    for (const owner of owners) for (const trigger of owner.live.get(key) ?? []) group.push({ trigger, ownerId: owner.ownerId, departed: false });
-    for (const owner of owners) for (const trigger of owner.departed.get(key) ?? []) group.push({ trigger, ownerId: owner.ownerId, departed: true });
+    const group = candidatesOf(key, ranked(this.keyOwners.get(key)));
     const conflicts: RegistrationConflict[] = [];
     const winner = group.length === 0 ? undefined : routeHolder(group, conflicts);
     this.routeConflicts.delete(key);
@@ -528,136 +384,6 @@ export class RouteTable {
     }
     if (sameMiddleware(from, this.middlewareFrom)) return;
     this.middlewareFrom = from;
-    const bindings: MiddlewareBinding[] = [...this.configMiddleware];
-    for (const { trigger, ownerId } of from) {
-      bindings.push({
-        triggerId: trigger.id,
-        functionId: trigger.functionId,
-        ownerId,
-        ...(isRestricted(trigger.principal) ? { restrictedTo: trigger.principal } : {}),
-        phase: trigger.middleware.phase,
-        ...(trigger.middleware.scopePath !== undefined ? { scopePath: trigger.middleware.scopePath } : {}),
-        priority: trigger.middleware.priority,
-        registeredAt: trigger.registeredAt,
-        seq: trigger.seq,
-      });
-    }
-    this.middleware = new MiddlewareIndex(bindings, this.ignoreTrailingSlash);
+    this.middleware = new MiddlewareIndex(middlewareBindings(this.configMiddleware, from), this.ignoreTrailingSlash);
   }
-}
-
-interface MiddlewareFrom {
-  trigger: MiddlewareTrigger;
-  ownerId: string;
-}
-
-function sameMiddleware(a: readonly MiddlewareFrom[], b: readonly MiddlewareFrom[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i] as MiddlewareFrom;
-    const y = b[i] as MiddlewareFrom;
-    // A trigger record is one owner's: the same record, the same binding.
-    if (x.trigger !== y.trigger) return false;
-  }
-  return true;
-}
-
-interface Held {
-  principal: string;
-  at: number;
-  ownerId: string;
-  workerId: string;
-}
-
-/** The oldest claim on a function id among its owners (in table order): undefined when none is left. */
-function holderOf(id: string, owners: readonly OwnerIndex[]): Held | undefined {
-  let held: Held | undefined;
-  const claim = (principal: string, at: number, ownerId: string, workerId: string): void => {
-    if (held === undefined || at < held.at || (at === held.at && (ownerId < held.ownerId || (ownerId === held.ownerId && workerId < held.workerId)))) {
-      held = { principal, at, ownerId, workerId };
-    }
-  };
-  for (const owner of owners) {
-    // Registered no earlier than its worker connected.
-    for (const gone of owner.claims.get(id) ?? []) claim(gone.principal ?? MAIN_PRINCIPAL, gone.since ?? 0, owner.ownerId, gone.workerId);
-    for (const fn of owner.functions.get(id) ?? []) claim(fn.principal ?? MAIN_PRINCIPAL, fn.registeredAt ?? 0, owner.ownerId, fn.workerId);
-  }
-  return held;
-}
-
-function setOrDelete<V>(map: { set(key: string, value: V): unknown; delete(key: string): unknown }, key: string, value: V | undefined): void {
-  if (value === undefined) map.delete(key);
-  else map.set(key, value);
-}
-
-interface Candidate {
-  trigger: HttpTrigger;
-  ownerId: string;
-  /** From a worker gone within the reconnect grace. */
-  departed: boolean;
-}
-
-function routeOf({ trigger, ownerId }: Candidate): HttpRoute {
-  const route: HttpRoute = {
-    method: trigger.http.httpMethod,
-    pattern: trigger.http.pattern,
-    apiPath: trigger.http.apiPath,
-    triggerId: trigger.id,
-    functionId: trigger.functionId,
-    ownerId,
-    principal: trigger.principal ?? MAIN_PRINCIPAL,
-    workerId: trigger.workerId,
-  };
-  if (trigger.http.conditionFunctionId !== undefined) route.conditionFunctionId = trigger.http.conditionFunctionId;
-  if (trigger.metadata !== undefined) route.metadata = trigger.metadata;
-  if (trigger.http.middlewareFunctionIds !== undefined) route.middlewareFunctionIds = trigger.http.middlewareFunctionIds;
-  return route;
-}
-
-const byAge = (a: Candidate, b: Candidate): number => compareRegistration({ ...a.trigger, ownerId: a.ownerId }, { ...b.trigger, ownerId: b.ownerId });
-const principalOf = (candidate: Candidate): string => candidate.trigger.principal ?? MAIN_PRINCIPAL;
-
-/**
- * Route ownership (docs/security.md#route-ownership): the oldest binding of a method and path shape
- * holds it for its principal — also while its worker is away within the reconnect grace. Bindings of
- * the holder's principal with the same function and path are replicas; every other binding registered
- * by a connected worker is a conflict, refused by its owner (iii refuses a same-shape route with other
- * parameter names; Switchyard also refuses another function or principal instead of letting it take
- * the route). Within the holder's principal a reconnecting worker's binding replaces a departed one,
- * even with another function (a redeploy may rename it). Among replicas the newest live one serves.
- */
-function routeHolder(group: Candidate[], conflicts: RegistrationConflict[]): Candidate {
-  group.sort(byAge);
-  const oldest = group[0] as Candidate;
-  const principal = principalOf(oldest);
-  const first = group.find((candidate) => !candidate.departed && principalOf(candidate) === principal);
-  const reference = first ?? oldest;
-  const compatible = (candidate: Candidate): boolean =>
-    principalOf(candidate) === principal &&
-    candidate.trigger.functionId === reference.trigger.functionId &&
-    candidate.trigger.http.pattern.source === reference.trigger.http.pattern.source;
-  // Sorted by age, so the last compatible binding seen is the newest (an exact tie cannot occur: two
-  // bindings of one owner differ in their sequence number). The reference is its own first candidate.
-  let winner = reference;
-  for (const candidate of group) {
-    if (candidate.departed) {
-      // A departed binding stands in until its principal registers the route again.
-      if (first === undefined && compatible(candidate)) winner = candidate;
-      continue;
-    }
-    if (!compatible(candidate)) {
-      conflicts.push({
-        kind: 'route',
-        ownerId: candidate.ownerId,
-        workerId: candidate.trigger.workerId,
-        id: candidate.trigger.id,
-        holderOwnerId: reference.ownerId,
-        samePrincipal: principalOf(candidate) === principal,
-        reason: `route ${candidate.trigger.http.httpMethod} ${candidate.trigger.http.apiPath} conflicts with ${reference.trigger.http.httpMethod} ${reference.trigger.http.apiPath}, registered earlier for function ${reference.trigger.functionId}${principalOf(candidate) === principal ? '' : ' by another principal'}; the earlier registration keeps the route`,
-      });
-      continue;
-    }
-    winner = candidate;
-  }
-  return winner;
 }

@@ -11,7 +11,7 @@ export interface ConflictHolder {
 
 /**
  * Drops this process's registrations that lost to an older holder, telling their workers
- * (route-table.ts, docs/security.md#route-ownership), as iii refuses a conflicting route when it is
+ * (route-ownership.ts, docs/security.md#route-ownership), as iii refuses a conflicting route when it is
  * registered (docs/http.md#route-conflicts). A conflict is refused at once when it is visible here:
  * this process holds the registration it lost to, or holds the snapshot of the owner that does and
  * that snapshot did not change in the build that found the conflict (every process holds the whole

@@ -356,7 +356,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
   }
 
   /**
-   * A trigger lost a route conflict to an older binding (route-table.ts): it is dropped here and the
+   * A trigger lost a route conflict to an older binding (route-ownership.ts): it is dropped here and the
    * worker told, with iii's code for a conflicting route.
    */
   dropConflictingTrigger(triggerId: string, reason: string): void {
@@ -369,7 +369,7 @@ export class WorkerRegistrations<C extends HubMember & RegistrationOwner> implem
     this.deps.hub.triggersChanged();
   }
 
-  /** A function lost to an older registration of the same id by another principal (route-table.ts). */
+  /** A function lost to an older registration of the same id by another principal (route-ownership.ts). */
   dropConflictingFunction(functionId: string, reason: string): void {
     if (!this.functions.delete(functionId)) return;
     this.freed('function', functionId);
