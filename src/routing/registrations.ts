@@ -131,8 +131,13 @@ export function compareRegistration(
   a: { registeredAt: number; seq: number; ownerId: string },
   b: { registeredAt: number; seq: number; ownerId: string },
 ): number {
+  return compareRegistrationOf(a, a.ownerId, b, b.ownerId);
+}
+
+/** `compareRegistration` of two records whose owner is held apart from them (no merged object per comparison: sorts run it often). */
+export function compareRegistrationOf(a: { registeredAt: number; seq: number }, aOwner: string, b: { registeredAt: number; seq: number }, bOwner: string): number {
   if (a.registeredAt !== b.registeredAt) return a.registeredAt - b.registeredAt;
-  if (a.ownerId !== b.ownerId) return a.ownerId < b.ownerId ? -1 : 1;
+  if (aOwner !== bOwner) return aOwner < bOwner ? -1 : 1;
   return a.seq - b.seq;
 }
 

@@ -2,7 +2,7 @@
 // table (route-table.ts) makes again for each function id and route key a change touched, from the
 // owners holding it in table order.
 import type { HttpTrigger, OwnerIndex } from './owner-index.js';
-import { compareRegistration } from './registrations.js';
+import { compareRegistrationOf } from './registrations.js';
 import { MAIN_PRINCIPAL } from './principal.js';
 import type { HttpRoute, RegistrationConflict } from './routing-state.js';
 
@@ -106,7 +106,7 @@ export function candidatesOf(key: string, owners: readonly OwnerIndex[]): Candid
   return group;
 }
 
-const byAge = (a: Candidate, b: Candidate): number => compareRegistration({ ...a.trigger, ownerId: a.ownerId }, { ...b.trigger, ownerId: b.ownerId });
+const byAge = (a: Candidate, b: Candidate): number => compareRegistrationOf(a.trigger, a.ownerId, b.trigger, b.ownerId);
 const principalOf = (candidate: Candidate): string => candidate.trigger.principal ?? MAIN_PRINCIPAL;
 
 /**

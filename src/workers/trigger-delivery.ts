@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { CustomTriggerRecord, OwnerSnapshot, TriggerTypeRecord } from '../routing/registrations.js';
-import { compareRegistration } from '../routing/registrations.js';
+import { compareRegistrationOf } from '../routing/registrations.js';
 
 /** What delivery needs of a local connection that may provide trigger types. */
 export interface TriggerProvider {
@@ -42,7 +42,7 @@ export class TriggerDelivery {
       for (const record of snapshot.triggerTypes ?? []) {
         const held = providers.get(record.id);
         const candidate = { ownerId: snapshot.ownerId, record };
-        if (held === undefined || compareRegistration({ ...record, ownerId: snapshot.ownerId }, { ...held.record, ownerId: held.ownerId }) > 0) {
+        if (held === undefined || compareRegistrationOf(record, snapshot.ownerId, held.record, held.ownerId) > 0) {
           providers.set(record.id, candidate);
         }
       }
