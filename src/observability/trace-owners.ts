@@ -41,8 +41,9 @@ function readTraceId(text: string, at: number): boolean {
   for (let word = 0; word < 4; word++) {
     let value = 0;
     for (let i = at + word * 8, end = i + 8; i < end; i++) {
-      const digit = HEX[text.charCodeAt(i) & 0x7f] as number;
-      if (digit < 0 || text.charCodeAt(i) > 0x7f) return false;
+      const code = text.charCodeAt(i);
+      const digit = code < 128 ? (HEX[code] as number) : -1;
+      if (digit < 0) return false;
       value = (value << 4) | digit;
     }
     scratch[word] = value;
