@@ -10,7 +10,7 @@ import type {
 } from '../routing/registrations.js';
 import { checkInvocation } from '../routing/http-invocation.js';
 import { validateTrigger } from '../routing/trigger-config.js';
-import { isPlainObject } from '../values.js';
+import { changedSpan, isPlainObject } from '../values.js';
 
 /**
  * A peer's snapshot is checked field by field before it reaches the table, and its triggers are
@@ -103,17 +103,43 @@ function checkCustomTrigger(v: unknown): CustomTriggerRecord | string {
   return record;
 }
 
+/**
+ * The records of one list checked. With `since` (the same list of the owner's snapshot checked before,
+ * and what that check returned, one record for one), only the records between the head and tail the
+ * two lists share by identity are checked: a peer's snapshot materialised from deltas (wire-delta.ts)
+ * is the records held before plus the few that changed, so the rest is pointer comparisons, not a
+ * cache lookup per record. `lossy`: a bad record is dropped instead of refusing the list.
+ */
+function checkRecords<T>(raw: readonly unknown[], check: (v: unknown) => T | string, since?: Since<T>, lossy = false): T[] | string {
+  let head = 0;
+  let endBefore = 0;
+  let endAfter = raw.length;
+  let before: readonly T[] = [];
+  if (since !== undefined && since.raw.length === since.checked.length) {
+    ({ head, endBefore, endAfter } = changedSpan(since.raw, raw));
+    before = since.checked;
+  }
+  const out = before.slice(0, head);
+  for (let i = head; i < endAfter; i++) {
+    const checked = check(raw[i]);
+    if (typeof checked !== 'string') out.push(checked);
+    else if (!lossy) return checked;
+  }
+  for (let i = endBefore; i < before.length; i++) out.push(before[i] as T);
+  return out;
+}
+
+/** A list as checked before: the wire records and what their check returned. */
+interface Since<T> {
+  raw: readonly unknown[];
+  checked: readonly T[];
+}
+
 /** An optional list of records: absent is empty; one bad entry rejects the snapshot. */
-function checkList<T>(raw: unknown, what: string, check: (v: unknown) => T | string): T[] | string {
+function checkList<T>(raw: unknown, what: string, check: (v: unknown) => T | string, since?: Since<T>): T[] | string {
   if (raw === undefined) return [];
   if (!Array.isArray(raw)) return `snapshot ${what} must be an array`;
-  const out: T[] = [];
-  for (const item of raw) {
-    const checked = check(item);
-    if (typeof checked === 'string') return checked;
-    out.push(checked);
-  }
-  return out;
+  return checkRecords(raw, check, since);
 }
 
 /** The trigger's config as a worker would have sent it, rebuilt from the record. */
@@ -162,14 +188,9 @@ function checkTriggerOnce(v: unknown, ignoreTrailingSlash: boolean): TriggerReco
 }
 
 /** Worker summaries are informational: malformed entries are dropped, not fatal. */
-function checkWorkers(v: unknown): WorkerSummary[] {
+function checkWorkers(v: unknown, since?: Since<WorkerSummary>): WorkerSummary[] {
   if (!Array.isArray(v)) return [];
-  const out: WorkerSummary[] = [];
-  for (const item of v) {
-    const checked = once(workerCache, item, checkWorkerOnce);
-    if (typeof checked !== 'string') out.push(checked);
-  }
-  return out;
+  return checkRecords(v, (item) => once(workerCache, item, checkWorkerOnce), since, true) as WorkerSummary[];
 }
 
 function checkWorkerOnce(item: unknown): WorkerSummary | string {
@@ -223,36 +244,42 @@ function checkEndpoint(v: unknown): PeerEndpoint | string {
 }
 
 export function checkSnapshot(raw: unknown, ignoreTrailingSlash: boolean): SnapshotCheck {
+  return checkSince(raw, ignoreTrailingSlash, undefined);
+}
+
+/** The wire snapshot an owner's checked snapshot came from (SnapshotChecker). */
+interface Checked {
+  raw: Obj;
+  snapshot: OwnerSnapshot;
+}
+
+/** The same list of the snapshot checked before, when there is one. */
+function sinceOf<T>(before: Checked | undefined, raw: unknown, checked: readonly T[] | undefined): Since<T> | undefined {
+  if (before === undefined || !Array.isArray(raw) || checked === undefined) return undefined;
+  return { raw, checked };
+}
+
+function checkSince(raw: unknown, ignoreTrailingSlash: boolean, before: Checked | undefined): SnapshotCheck {
   if (!isObject(raw) || !isText(raw.ownerId) || !isNumber(raw.version)) return { ok: false, reason: 'snapshot needs ownerId and version' };
   if (!Array.isArray(raw.functions) || !Array.isArray(raw.triggers)) return { ok: false, reason: 'snapshot needs functions and triggers arrays' };
-  const functions: FunctionRecord[] = [];
-  for (const item of raw.functions) {
-    const checked = checkFunction(item);
-    if (typeof checked === 'string') return { ok: false, reason: checked };
-    functions.push(checked);
-  }
-  const triggers: TriggerRecord[] = [];
-  for (const item of raw.triggers) {
-    const checked = checkTrigger(item, ignoreTrailingSlash);
-    if (typeof checked === 'string') return { ok: false, reason: checked };
-    triggers.push(checked);
-  }
-  const snapshot: OwnerSnapshot = { ownerId: raw.ownerId, version: raw.version, functions, triggers, workers: checkWorkers(raw.workers) };
+  const held = before?.snapshot;
+  const functions = checkRecords(raw.functions, checkFunction, sinceOf(before, before?.raw.functions, held?.functions));
+  if (typeof functions === 'string') return { ok: false, reason: functions };
+  const triggers = checkRecords(raw.triggers, (v) => checkTrigger(v, ignoreTrailingSlash), sinceOf(before, before?.raw.triggers, held?.triggers));
+  if (typeof triggers === 'string') return { ok: false, reason: triggers };
+  const workers = checkWorkers(raw.workers, sinceOf(before, before?.raw.workers, held?.workers));
+  const snapshot: OwnerSnapshot = { ownerId: raw.ownerId, version: raw.version, functions, triggers, workers };
   if (isNumber(raw.publishedAt)) snapshot.publishedAt = raw.publishedAt;
   if (raw.departed !== undefined) {
     if (!Array.isArray(raw.departed)) return { ok: false, reason: 'snapshot departed must be an array' };
-    const departed: DepartedWorker[] = [];
-    for (const item of raw.departed) {
-      const checked = checkDeparted(item, ignoreTrailingSlash);
-      if (typeof checked === 'string') return { ok: false, reason: checked };
-      departed.push(checked);
-    }
+    const departed = checkRecords(raw.departed, (v) => checkDeparted(v, ignoreTrailingSlash), sinceOf(before, before?.raw.departed, held?.departed));
+    if (typeof departed === 'string') return { ok: false, reason: departed };
     if (departed.length > 0) snapshot.departed = departed;
   }
-  const triggerTypes = checkList(raw.triggerTypes, 'triggerTypes', checkTriggerType);
+  const triggerTypes = checkList(raw.triggerTypes, 'triggerTypes', checkTriggerType, sinceOf(before, before?.raw.triggerTypes, held?.triggerTypes));
   if (typeof triggerTypes === 'string') return { ok: false, reason: triggerTypes };
   if (triggerTypes.length > 0) snapshot.triggerTypes = triggerTypes;
-  const customTriggers = checkList(raw.customTriggers, 'customTriggers', checkCustomTrigger);
+  const customTriggers = checkList(raw.customTriggers, 'customTriggers', checkCustomTrigger, sinceOf(before, before?.raw.customTriggers, held?.customTriggers));
   if (typeof customTriggers === 'string') return { ok: false, reason: customTriggers };
   if (customTriggers.length > 0) snapshot.customTriggers = customTriggers;
   if (raw.endpoint !== undefined) {
@@ -261,4 +288,35 @@ export function checkSnapshot(raw: unknown, ignoreTrailingSlash: boolean): Snaps
     snapshot.endpoint = endpoint;
   }
   return { ok: true, snapshot };
+}
+
+/**
+ * One receiver's checks of its peers' snapshots (cluster membership): it keeps, per owner, the last
+ * wire snapshot that passed and what the check made of it, so the owner's next snapshot re-checks
+ * only the records between the lists' shared head and tail (checkRecords). Each change of a peer then
+ * costs what changed plus a walk of pointer comparisons, instead of a cache lookup for each of the
+ * peer's records (docs/scale.md). The outcome is the one `checkSnapshot` gives: records are checked by
+ * the same functions, and wire objects are never mutated after they are parsed.
+ */
+export class SnapshotChecker {
+  private readonly last = new Map<string, Checked>();
+
+  constructor(private readonly ignoreTrailingSlash: boolean) {}
+
+  check(raw: unknown): SnapshotCheck {
+    const before = isObject(raw) && typeof raw.ownerId === 'string' ? this.last.get(raw.ownerId) : undefined;
+    const checked = checkSince(raw, this.ignoreTrailingSlash, before);
+    if (checked.ok) this.last.set(checked.snapshot.ownerId, { raw: raw as Obj, snapshot: checked.snapshot });
+    return checked;
+  }
+
+  /** The owner is gone (or its snapshot was not applied): its next snapshot is checked whole. */
+  forget(ownerId: string): void {
+    this.last.delete(ownerId);
+  }
+
+  /** Owners held (tests: nothing stays of owners forgotten). */
+  get size(): number {
+    return this.last.size;
+  }
 }

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { Bus } from '../bus/bus.js';
-import { checkSnapshot } from '../bus/snapshot-check.js';
+import { SnapshotChecker } from '../bus/snapshot-check.js';
 import { toWireSnapshot } from '../bus/wire-snapshot.js';
 import { RETIRE_WORKER_FUNCTION } from '../forwarding/forward-messages.js';
 import type { EngineMetrics } from '../observability/metrics.js';
@@ -55,8 +55,12 @@ export class ClusterMembership {
   private closed = false;
   /** The version of the local snapshot last published. */
   private publishedVersion: number | undefined;
+  /** Checks each peer's snapshot against the one it checked of that peer before: a change costs what changed. */
+  private readonly checker: SnapshotChecker;
 
-  constructor(private readonly options: MembershipOptions) {}
+  constructor(private readonly options: MembershipOptions) {
+    this.checker = new SnapshotChecker(options.ignoreTrailingSlash);
+  }
 
   /** Where peers reach this process's forward listener, once joined. */
   get endpoint(): PeerEndpoint | undefined {
@@ -70,11 +74,12 @@ export class ClusterMembership {
   /** Joins the bus (resolves once the view of every peer is loaded), then publishes this peer. */
   async join(endpoint: PeerEndpoint): Promise<void> {
     this.endpointValue = endpoint;
-    const { bus, table, metrics, ignoreTrailingSlash } = this.options;
+    const { bus, table, metrics } = this.options;
     const logger = this.options.logger;
+    const checker = this.checker;
     await bus.start({
       snapshot: (received) => {
-        const checked = checkSnapshot(received, ignoreTrailingSlash);
+        const checked = checker.check(received);
         if (!checked.ok) {
           logger.warn({ ownerId: received.ownerId, code: 'BUS_MALFORMED', reason: checked.reason }, 'peer snapshot refused');
           return;
@@ -82,6 +87,7 @@ export class ClusterMembership {
         const snapshot = checked.snapshot;
         if (table.endpointOf(snapshot.ownerId) === undefined) {
           if (this.supersedeIncarnations(snapshot.ownerId) === 'stale') {
+            checker.forget(snapshot.ownerId);
             logger.debug({ peerId: snapshot.ownerId }, 'snapshot of an earlier incarnation of a restarted child ignored');
             return;
           }
@@ -91,6 +97,7 @@ export class ClusterMembership {
         if (snapshot.publishedAt !== undefined) metrics.tableSyncLag((Date.now() - snapshot.publishedAt) / 1000);
       },
       peerGone: (peerId) => {
+        checker.forget(peerId);
         if (table.removeOwner(peerId)) logger.info({ peerId }, 'peer left');
         this.options.peers.drop(peerId);
       },
@@ -161,6 +168,7 @@ export class ClusterMembership {
       const other = incarnationOf(held);
       if (held === peerId || other?.slot !== joining.slot) continue;
       if (other.startedMs > joining.startedMs) return 'stale';
+      this.checker.forget(held);
       if (table.removeOwner(held)) this.options.logger.info({ peerId: held, replacedBy: peerId }, 'peer replaced by a restarted incarnation');
       this.options.peers.drop(held);
     }

@@ -1,8 +1,8 @@
 // Bus protocol 2 (docs/scale.md): a peer's change travels as a delta on its version chain; a receiver
 // applies what follows the version it holds, ignores duplicates, and resyncs on a gap.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { checkSnapshot } from '../../src/bus/snapshot-check.js';
+import { describe, expect, it, vi } from 'vitest';
+import { SnapshotChecker, checkSnapshot } from '../../src/bus/snapshot-check.js';
 import type { WireDelta } from '../../src/bus/wire-delta.js';
 import { PeerChains, diffSnapshots, isDelta } from '../../src/bus/wire-delta.js';
 import type { WireSnapshot, WireTrigger } from '../../src/bus/wire-snapshot.js';
@@ -242,5 +242,111 @@ describe('a change of a peer through the chain, the check and the table', () => 
     // Each join and each departure decides its own 5 route keys again, not those of earlier departures.
     expect(works).toEqual(Array.from({ length: 16 }, () => 5));
     expect(table.current().routes).toHaveLength(200 + 8 * 5);
+  });
+});
+
+describe('SnapshotChecker: a peer\'s snapshot checked against the one checked before', () => {
+  const workerRoutes = (k: number): WireTrigger[] =>
+    Array.from({ length: 3 }, (_, i) => ({ ...route(1000 + 3 * k + i, `c${k}`, `/c/${k}/${i}`), functionId: `c${k}::fn` }));
+
+  type Op = { kind: 'join' | 'leave' | 'forget' | 'junk-summary'; k: number };
+
+  it('gives what checkSnapshot gives, the same record objects, through any sequence of changes', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ kind: fc.constantFrom<Op['kind']>('join', 'leave', 'forget', 'junk-summary'), k: fc.integer({ min: 0, max: 5 }) }), { maxLength: 30 }),
+        (ops) => {
+          const chains = new PeerChains();
+          const checker = new SnapshotChecker(false);
+          let current = snapshot('a/0/x', 1, 20);
+          const compare = (wireSnapshot: WireSnapshot): void => {
+            const whole = checkSnapshot(wireSnapshot, false);
+            const since = checker.check(wireSnapshot);
+            expect(since).toEqual(whole);
+            if (!since.ok || !whole.ok) return;
+            // Element by element the same objects: the table's diff by identity sees only what changed.
+            for (const list of ['functions', 'triggers', 'workers', 'departed'] as const) {
+              (since.snapshot[list] ?? []).forEach((record, i) => expect(record).toBe((whole.snapshot[list] ?? [])[i]));
+            }
+          };
+          compare(chains.full(current) as WireSnapshot);
+          for (const op of ops) {
+            const next: WireSnapshot = { ...current, version: current.version + 1 };
+            const id = `c${op.k}`;
+            const without = <T extends { workerId?: string; id?: string }>(list: readonly T[] | undefined, key: 'workerId' | 'id'): T[] => (list ?? []).filter((r) => r[key] !== id);
+            if (op.kind === 'join') {
+              next.functions = [...without(current.functions, 'workerId'), { id: `${id}::fn`, workerId: id }];
+              next.triggers = [...without(current.triggers, 'workerId'), ...workerRoutes(op.k)];
+              next.workers = [...without(current.workers, 'id'), { id, connectedAt: 5 }];
+            } else if (op.kind === 'leave') {
+              if (!(current.workers ?? []).some((w) => w.id === id)) continue;
+              next.functions = without(current.functions, 'workerId');
+              next.triggers = without(current.triggers, 'workerId');
+              next.workers = without(current.workers, 'id');
+              next.departed = [...without(current.departed, 'workerId'), { workerId: id, since: 2, functionIds: [`${id}::fn`], triggers: workerRoutes(op.k) }];
+            } else if (op.kind === 'forget') {
+              next.departed = without(current.departed, 'workerId');
+            } else {
+              // A malformed summary is dropped, not fatal: the checked list is shorter than the wire's.
+              next.workers = [...without(current.workers, 'id'), { id, connectedAt: 'never' } as unknown as NonNullable<WireSnapshot['workers']>[number]];
+            }
+            const delta = diffSnapshots(current, next);
+            current = next;
+            if (delta === undefined) {
+              compare(chains.full(next) as WireSnapshot);
+              continue;
+            }
+            const outcome = chains.delta(wire(delta));
+            if (outcome.result !== 'applied') throw new Error(outcome.result);
+            compare(outcome.snapshot);
+          }
+        },
+      ),
+      { seed: 2811, numRuns: 60 },
+    );
+  });
+
+  it('does not look up the records a change left alone', () => {
+    // Records are checked once per wire object (a WeakMap from the object to its check); what is
+    // counted here is how many of the peer's records a change makes the checker look up again.
+    const lookups = vi.spyOn(WeakMap.prototype, 'get');
+    const counted = (check: () => void): number => {
+      lookups.mockClear();
+      check();
+      return lookups.mock.calls.length;
+    };
+    try {
+      const chains = new PeerChains();
+      const checker = new SnapshotChecker(false);
+      expect(counted(() => expect(checker.check(chains.full(snapshot('a/0/x', 1, 500))).ok).toBe(true))).toBeGreaterThan(500);
+      // One route appended: one new record checked (a few lookups); the 500 held, the function and the worker are not looked up.
+      const appended = chains.delta(wire({ ownerId: 'a/0/x', from: 1, to: 2, set: { triggers: [route(500)] }, del: {} }));
+      if (appended.result !== 'applied') throw new Error(appended.result);
+      expect(counted(() => expect(checker.check(appended.snapshot).ok).toBe(true))).toBeLessThanOrEqual(5);
+      // One route removed near the end: only the records after it (between the shared head and tail) are.
+      const removed = chains.delta(wire({ ownerId: 'a/0/x', from: 2, to: 3, set: {}, del: { triggers: ['w1\nt490'] } }));
+      if (removed.result !== 'applied') throw new Error(removed.result);
+      let checked: ReturnType<SnapshotChecker['check']> | undefined;
+      expect(counted(() => (checked = checker.check(removed.snapshot)))).toBeLessThanOrEqual(12);
+      expect(checked?.ok && checked.snapshot.triggers.map((t) => t.id)).toEqual([...Array.from({ length: 501 }, (_, i) => `t${i}`).filter((t) => t !== 't490')]);
+      // A peer gone is forgotten: its next snapshot is checked whole.
+      checker.forget('a/0/x');
+      expect(checker.size).toBe(0);
+      expect(counted(() => expect(checker.check(removed.snapshot).ok).toBe(true))).toBeGreaterThan(500);
+    } finally {
+      lookups.mockRestore();
+    }
+  });
+
+  it('refuses a change whose new record is malformed, and keeps checking against the last good one', () => {
+    const chains = new PeerChains();
+    const checker = new SnapshotChecker(false);
+    expect(checker.check(chains.full(snapshot('a/0/x', 1, 10))).ok).toBe(true);
+    const bad = chains.delta(wire({ ownerId: 'a/0/x', from: 1, to: 2, set: { triggers: [{ ...route(10), http: { apiPath: '/x?y', httpMethod: 'GET' } }] }, del: {} }));
+    if (bad.result !== 'applied') throw new Error(bad.result);
+    expect(checker.check(bad.snapshot)).toEqual(checkSnapshot(bad.snapshot, false));
+    expect(checker.check(bad.snapshot).ok).toBe(false);
+    const good = snapshot('a/0/x', 3, 11);
+    expect(checker.check(good)).toEqual(checkSnapshot(good, false));
   });
 });
