@@ -42,7 +42,29 @@ export function normalizeApiPath(path: string): string {
   return `/${path.slice(start)}`;
 }
 
+/**
+ * Patterns parsed lately, by source, for each `ignoreTrailingSlash` (false, true). A route's pattern is
+ * parsed where its worker registers and again on every node that receives it (bus deltas carry plain
+ * configs), and reconnecting workers register the same paths again and again: a peer's change then
+ * costs a lookup per route instead of a parse. Results are immutable and shared. Bounded: the oldest
+ * entry goes when a new one would pass PARSED_MAX (unique paths, such as probes', cycle through).
+ */
+const PARSED_MAX = 512;
+const parsed = [new Map<string, PatternParseResult>(), new Map<string, PatternParseResult>()] as const;
+
 export function parsePathPattern(source: string, ignoreTrailingSlash: boolean): PatternParseResult {
+  if (typeof source !== 'string') return parseUncached(source, ignoreTrailingSlash);
+  const cache = parsed[ignoreTrailingSlash ? 1 : 0];
+  let result = cache.get(source);
+  if (result === undefined) {
+    result = parseUncached(source, ignoreTrailingSlash);
+    if (cache.size >= PARSED_MAX) cache.delete(cache.keys().next().value as string);
+    cache.set(source, result);
+  }
+  return result;
+}
+
+function parseUncached(source: string, ignoreTrailingSlash: boolean): PatternParseResult {
   if (typeof source !== 'string' || !source.startsWith('/')) {
     return { ok: false, message: 'api_path must be a string starting with "/"' };
   }
@@ -75,5 +97,5 @@ export function parsePathPattern(source: string, ignoreTrailingSlash: boolean): 
       shape.push(value.replace(/[:\\/]/g, '\\$&'));
     }
   }
-  return { ok: true, pattern: { source, segments, paramNames, shapeKey: '/' + shape.join('/') } };
+  return { ok: true, pattern: Object.freeze({ source, segments: Object.freeze(segments), paramNames: Object.freeze(paramNames), shapeKey: '/' + shape.join('/') }) };
 }

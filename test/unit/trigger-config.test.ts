@@ -246,3 +246,28 @@ describe('validateTrigger: unknown trigger types', () => {
     }
   });
 });
+
+describe('parsePathPattern: patterns parsed lately are shared', () => {
+  it('gives the same frozen pattern for the same source and mode, and parses each mode apart', () => {
+    const first = parsePathPattern('/shared/:id/', false);
+    const again = parsePathPattern('/shared/:id/', false);
+    const slashless = parsePathPattern('/shared/:id/', true);
+    if (!first.ok || !again.ok || !slashless.ok) throw new Error('not parsed');
+    expect(again.pattern).toBe(first.pattern);
+    expect(Object.isFrozen(first.pattern) && Object.isFrozen(first.pattern.segments)).toBe(true);
+    // ignore_trailing_slash changes the segments: never the other mode's result.
+    expect(first.pattern.segments).toHaveLength(3);
+    expect(slashless.pattern.segments).toHaveLength(2);
+    // A refusal is the same refusal.
+    expect(parsePathPattern('/bad?x', false)).toEqual(parsePathPattern('/bad?x', false));
+  });
+
+  it('is bounded: a source not asked for since hundreds of others were is parsed anew', () => {
+    const first = parsePathPattern('/bounded/first', false);
+    for (let i = 0; i < 600; i++) parsePathPattern(`/bounded/${i}`, false);
+    const later = parsePathPattern('/bounded/first', false);
+    if (!first.ok || !later.ok) throw new Error('not parsed');
+    expect(later.pattern).not.toBe(first.pattern);
+    expect(later.pattern).toEqual(first.pattern);
+  });
+});

@@ -342,7 +342,7 @@ describe('SnapshotChecker: a peer\'s snapshot checked against the one checked be
     const chains = new PeerChains();
     const checker = new SnapshotChecker(false);
     expect(checker.check(chains.full(snapshot('a/0/x', 1, 10))).ok).toBe(true);
-    const bad = chains.delta(wire({ ownerId: 'a/0/x', from: 1, to: 2, set: { triggers: [{ ...route(10), http: { apiPath: '/x?y', httpMethod: 'GET' } }] }, del: {} }));
+    const bad = chains.delta(wire({ ownerId: 'a/0/x', from: 1, to: 2, set: { triggers: [{ ...route(10), http: { apiPath: '/x?y', httpMethod: 'GET' } } as WireTrigger] }, del: {} }));
     if (bad.result !== 'applied') throw new Error(bad.result);
     expect(checker.check(bad.snapshot)).toEqual(checkSnapshot(bad.snapshot, false));
     expect(checker.check(bad.snapshot).ok).toBe(false);
