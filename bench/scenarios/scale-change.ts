@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { parsePathPattern } from '../../src/routing/path-pattern.js';
+import { validateTrigger } from '../../src/routing/trigger-config.js';
 import type { FunctionRecord, OwnerSnapshot, TriggerRecord } from '../../src/routing/registrations.js';
 import { RouteTable } from '../../src/routing/route-table.js';
 import { median } from '../lib/load.js';
@@ -31,9 +31,9 @@ function routeSource(peer: number, k: number): string {
 }
 
 function trigger(id: string, functionId: string, apiPath: string, registeredAt: number, seq: number): TriggerRecord {
-  const parsed = parsePathPattern(apiPath, false);
-  if (!parsed.ok) throw new Error(parsed.message);
-  return { type: 'http', http: { apiPath, pattern: parsed.pattern, httpMethod: 'GET' }, id, functionId, workerId: 'w', registeredAt, seq };
+  const validated = validateTrigger('http', { api_path: apiPath, http_method: 'GET' }, false);
+  if (!validated.ok) throw new Error(validated.message);
+  return { ...validated.spec, id, functionId, workerId: 'w', registeredAt, seq };
 }
 
 interface Peer {

@@ -11,6 +11,11 @@ export interface HttpTriggerConfig {
   /** Parsed from `api_path` read as iii reads it (normalizeApiPath): what the router matches. */
   pattern: PathPattern;
   httpMethod: string;
+  /**
+   * The route slot this binding competes for: method and path shape (`GET /users/:`). Kept here, made
+   * once with the record, because the table asks for it on every change that touches the binding.
+   */
+  routeKey: string;
   conditionFunctionId?: string;
   middlewareFunctionIds?: readonly string[];
 }
@@ -47,7 +52,8 @@ function validateHttp(config: Record<string, unknown>, ignoreTrailingSlash: bool
   if (!TOKEN.test(httpMethod)) return invalid(`http_method "${httpMethod}" is not a valid HTTP method`);
   const parsed = parsePathPattern(normalizeApiPath(apiPath), ignoreTrailingSlash);
   if (!parsed.ok) return invalid(parsed.message);
-  const http: HttpTriggerConfig = { apiPath, pattern: parsed.pattern, httpMethod: httpMethod.toUpperCase() };
+  const method = httpMethod.toUpperCase();
+  const http: HttpTriggerConfig = { apiPath, pattern: parsed.pattern, httpMethod: method, routeKey: `${method} ${parsed.pattern.shapeKey}` };
   const condition = config.condition_function_id;
   if (condition !== undefined && condition !== null) {
     if (typeof condition !== 'string' || condition.length === 0) {

@@ -18,7 +18,7 @@ describe('validateTrigger: http', () => {
   it('accepts the minimal config: no optional keys in the spec', () => {
     expect(http({ api_path: '/users/:id', http_method: 'GET' })).toStrictEqual({
       ok: true,
-      spec: { type: 'http', http: { apiPath: '/users/:id', pattern: pattern('/users/:id'), httpMethod: 'GET' } },
+      spec: { type: 'http', http: { apiPath: '/users/:id', pattern: pattern('/users/:id'), httpMethod: 'GET', routeKey: 'GET /users/:' } },
     });
   });
 
@@ -39,6 +39,7 @@ describe('validateTrigger: http', () => {
           apiPath: '/users/:id',
           pattern: pattern('/users/:id'),
           httpMethod: 'GET',
+          routeKey: 'GET /users/:',
           conditionFunctionId: 'api::allowed',
           middlewareFunctionIds: ['mw::auth', 'mw::log'],
         },
@@ -62,7 +63,7 @@ describe('validateTrigger: http', () => {
     const result = http({ api_path: '/a', http_method: 'GET', condition_function_id: null, middleware_function_ids: null });
     expect(result).toStrictEqual({
       ok: true,
-      spec: { type: 'http', http: { apiPath: '/a', pattern: pattern('/a'), httpMethod: 'GET' } },
+      spec: { type: 'http', http: { apiPath: '/a', pattern: pattern('/a'), httpMethod: 'GET', routeKey: 'GET /a' } },
     });
   });
 
