@@ -20,6 +20,12 @@ export interface Bus {
   start(handlers: BusHandlers): Promise<void>;
   /** Publishes this peer's snapshot, replacing its previous one. Never throws; delivery is async. */
   publish(snapshot: WireSnapshot): void;
+  /**
+   * Whether the snapshots delivered of one peer share the record objects that did not change (the
+   * Redis bus builds them from deltas; the IPC bus parses each one anew): a receiver may then check
+   * only the records that changed (SnapshotChecker), holding on to the last one it checked.
+   */
+  readonly recordsShared?: boolean;
   /** True while this peer believes its view of the cluster is complete. */
   readonly synced: boolean;
   /** Called with the code of every message the bus refuses (metrics); only the Redis bus refuses any. */

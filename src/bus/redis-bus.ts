@@ -113,6 +113,9 @@ export class RedisBus implements Bus {
     this.legacyObserver = observer;
   }
 
+  /** Snapshots delivered are built from each peer's chain of deltas: unchanged records are the same objects. */
+  readonly recordsShared = true;
+
   get synced(): boolean {
     return this.state === 'started' && this.loaded && this.bothReady();
   }

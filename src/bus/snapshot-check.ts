@@ -302,12 +302,20 @@ function checkSince(raw: unknown, ignoreTrailingSlash: boolean, before: Checked 
 export class SnapshotChecker {
   private readonly last = new Map<string, Checked>();
 
-  constructor(private readonly ignoreTrailingSlash: boolean) {}
+  /**
+   * `remember`: whether snapshots of one peer share their unchanged records (Bus.recordsShared). When
+   * they do not (each is parsed anew), nothing would be saved, and holding the last wire snapshot of
+   * every peer would only keep a second copy of its records alive: then every snapshot is checked whole.
+   */
+  constructor(
+    private readonly ignoreTrailingSlash: boolean,
+    private readonly remember = true,
+  ) {}
 
   check(raw: unknown): SnapshotCheck {
     const before = isObject(raw) && typeof raw.ownerId === 'string' ? this.last.get(raw.ownerId) : undefined;
     const checked = checkSince(raw, this.ignoreTrailingSlash, before);
-    if (checked.ok) this.last.set(checked.snapshot.ownerId, { raw: raw as Obj, snapshot: checked.snapshot });
+    if (checked.ok && this.remember) this.last.set(checked.snapshot.ownerId, { raw: raw as Obj, snapshot: checked.snapshot });
     return checked;
   }
 

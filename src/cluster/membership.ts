@@ -59,7 +59,7 @@ export class ClusterMembership {
   private readonly checker: SnapshotChecker;
 
   constructor(private readonly options: MembershipOptions) {
-    this.checker = new SnapshotChecker(options.ignoreTrailingSlash);
+    this.checker = new SnapshotChecker(options.ignoreTrailingSlash, options.bus.recordsShared === true);
   }
 
   /** Where peers reach this process's forward listener, once joined. */
