@@ -21,9 +21,11 @@ export interface Bus {
   /** Publishes this peer's snapshot, replacing its previous one. Never throws; delivery is async. */
   publish(snapshot: WireSnapshot): void;
   /**
-   * Whether the snapshots delivered of one peer share the record objects that did not change (the
-   * Redis bus builds them from deltas; the IPC bus parses each one anew): a receiver may then check
-   * only the records that changed (SnapshotChecker), holding on to the last one it checked.
+   * Whether the bus carries each change as a delta, so that the snapshots delivered of one peer share
+   * the record objects that did not change (the Redis bus builds them from deltas; the IPC bus sends
+   * and parses each whole): a receiver may then check only the records that changed
+   * (SnapshotChecker), and a burst of publications costs peers what changed, so the membership slows
+   * it less (membership.ts).
    */
   readonly recordsShared?: boolean;
   /** True while this peer believes its view of the cluster is complete. */

@@ -22,6 +22,14 @@ const PUBLISH_COALESCE_MS = 5;
  * (docs/scale.md: a registration's time to the channel, N = 32 on 2 cores).
  */
 const PUBLISH_COST_FACTOR = 10;
+/**
+ * The factor when the bus carries each change as a delta (Bus.recordsShared: the Redis bus): peers then
+ * pay for what changed, not for the whole snapshot, and what is left to bound is this process's own
+ * share of a core spent publishing in a burst (at most a third). With the factor of 10, a worker's
+ * trigger registered just after its function waited ten times the function's publication: 30–90 ms of
+ * a registration's time to the channel on a loaded host (docs/scale.md, runs 9 and 10).
+ */
+const PUBLISH_COST_FACTOR_DELTAS = 2;
 const PUBLISH_MAX_DELAY_MS = 200;
 /**
  * The cost of the last publish only slows publishes that follow it within this long (a burst): the
@@ -109,7 +117,8 @@ export class ClusterMembership {
   localChanged(): void {
     if (this.endpointValue === undefined || this.publishTimer !== undefined || this.closed) return;
     const inBurst = performance.now() - this.lastPublishAt < PUBLISH_BURST_MS;
-    const delayMs = inBurst ? Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * PUBLISH_COST_FACTOR)) : PUBLISH_COALESCE_MS;
+    const factor = this.options.bus.recordsShared === true ? PUBLISH_COST_FACTOR_DELTAS : PUBLISH_COST_FACTOR;
+    const delayMs = inBurst ? Math.min(PUBLISH_MAX_DELAY_MS, Math.max(PUBLISH_COALESCE_MS, this.lastPublishCostMs * factor)) : PUBLISH_COALESCE_MS;
     this.publishTimer = setTimeout(() => {
       this.publishTimer = undefined;
       this.publishNow();

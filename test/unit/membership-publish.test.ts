@@ -52,4 +52,51 @@ describe('ClusterMembership publication coalescing', () => {
     expect(published).toHaveLength(3);
     await membership.leave();
   });
+
+  /** Uses `ms` of this thread's CPU time. */
+  function burnCpu(ms: number): void {
+    const start = process.cpuUsage();
+    for (;;) {
+      const used = process.cpuUsage(start);
+      if ((used.user + used.system) / 1000 >= ms) return;
+    }
+  }
+
+  it.each([
+    ['a bus of whole snapshots (IPC): ten times', false, 200],
+    ['a bus of deltas (Redis): twice', true, 40],
+  ])('waits within a burst %s what the last publication cost', async (_name, recordsShared, waitMs) => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const published: WireSnapshot[] = [];
+    const bus: Bus = {
+      synced: true,
+      recordsShared,
+      start: (_handlers: BusHandlers) => Promise.resolve(),
+      publish: (snapshot: WireSnapshot) => void published.push(snapshot),
+      close: () => Promise.resolve(),
+    };
+    let version = 0;
+    let burnMs = 0;
+    const local = {
+      ownerId: 'n1/0/1',
+      snapshot: (): OwnerSnapshot => {
+        burnCpu(burnMs);
+        return { ownerId: 'n1/0/1', version: ++version, functions: [], triggers: [] };
+      },
+    };
+    const membership = new ClusterMembership({ bus, local, logger: pino({ level: 'silent' }) } as unknown as MembershipOptions);
+    await membership.join({ nodeId: 'n1', host: '127.0.0.1', port: 1 });
+    burnMs = 20; // this publication costs 20 ms of CPU
+    membership.localChanged();
+    vi.advanceTimersByTime(5);
+    expect(published).toHaveLength(2);
+    burnMs = 0;
+    membership.localChanged();
+    // The cost measured is at least the 20 ms burnt (and a little more: the publication's own work).
+    vi.advanceTimersByTime(waitMs * 0.9);
+    expect(published).toHaveLength(2);
+    vi.advanceTimersByTime(Math.min(200, waitMs * 1.5) - waitMs * 0.9);
+    expect(published).toHaveLength(3);
+    await membership.leave();
+  });
 });
