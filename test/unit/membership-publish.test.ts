@@ -14,6 +14,32 @@ function blockWithoutCpu(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
+/**
+ * A membership over an in-memory bus: `published` collects what it publishes; each local snapshot
+ * first runs `beforeSnapshot` (the cost of a publication, set per step by the test).
+ */
+async function joined(recordsShared: boolean | undefined, beforeSnapshot: () => void): Promise<{ membership: ClusterMembership; published: WireSnapshot[] }> {
+  const published: WireSnapshot[] = [];
+  const bus: Bus = {
+    synced: true,
+    ...(recordsShared === undefined ? {} : { recordsShared }),
+    start: (_handlers: BusHandlers) => Promise.resolve(),
+    publish: (snapshot: WireSnapshot) => void published.push(snapshot),
+    close: () => Promise.resolve(),
+  };
+  let version = 0;
+  const local = {
+    ownerId: 'n1/0/1',
+    snapshot: (): OwnerSnapshot => {
+      beforeSnapshot();
+      return { ownerId: 'n1/0/1', version: ++version, functions: [], triggers: [] };
+    },
+  };
+  const membership = new ClusterMembership({ bus, local, logger: pino({ level: 'silent' }) } as unknown as MembershipOptions);
+  await membership.join({ nodeId: 'n1', host: '127.0.0.1', port: 1 });
+  return { membership, published };
+}
+
 describe('ClusterMembership publication coalescing', () => {
   afterEach(() => {
     vi.useRealTimers();
@@ -21,24 +47,9 @@ describe('ClusterMembership publication coalescing', () => {
 
   it('delays the next publication in a burst by the CPU the last one cost, not its wall time', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const published: WireSnapshot[] = [];
-    const bus: Bus = {
-      synced: true,
-      start: (_handlers: BusHandlers) => Promise.resolve(),
-      publish: (snapshot: WireSnapshot) => void published.push(snapshot),
-      close: () => Promise.resolve(),
-    };
-    let version = 0;
     let stallMs = 0;
-    const local = {
-      ownerId: 'n1/0/1',
-      snapshot: (): OwnerSnapshot => {
-        blockWithoutCpu(stallMs); // a publish preempted on a busy host: wall time, no CPU
-        return { ownerId: 'n1/0/1', version: ++version, functions: [], triggers: [] };
-      },
-    };
-    const membership = new ClusterMembership({ bus, local, logger: pino({ level: 'silent' }) } as unknown as MembershipOptions);
-    await membership.join({ nodeId: 'n1', host: '127.0.0.1', port: 1 });
+    // A publish preempted on a busy host: wall time, no CPU.
+    const { membership, published } = await joined(undefined, () => blockWithoutCpu(stallMs));
     expect(published).toHaveLength(1);
 
     stallMs = 60; // this publication takes 60 ms of wall time and next to no CPU
@@ -67,25 +78,8 @@ describe('ClusterMembership publication coalescing', () => {
     ['a bus of deltas (Redis): twice', true, 40],
   ])('waits within a burst %s what the last publication cost', async (_name, recordsShared, waitMs) => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const published: WireSnapshot[] = [];
-    const bus: Bus = {
-      synced: true,
-      recordsShared,
-      start: (_handlers: BusHandlers) => Promise.resolve(),
-      publish: (snapshot: WireSnapshot) => void published.push(snapshot),
-      close: () => Promise.resolve(),
-    };
-    let version = 0;
     let burnMs = 0;
-    const local = {
-      ownerId: 'n1/0/1',
-      snapshot: (): OwnerSnapshot => {
-        burnCpu(burnMs);
-        return { ownerId: 'n1/0/1', version: ++version, functions: [], triggers: [] };
-      },
-    };
-    const membership = new ClusterMembership({ bus, local, logger: pino({ level: 'silent' }) } as unknown as MembershipOptions);
-    await membership.join({ nodeId: 'n1', host: '127.0.0.1', port: 1 });
+    const { membership, published } = await joined(recordsShared, () => burnCpu(burnMs));
     burnMs = 20; // this publication costs 20 ms of CPU
     membership.localChanged();
     vi.advanceTimersByTime(5);
