@@ -27,6 +27,7 @@ import type { RedisServer } from '../test/support/redis.js';
 import { startRedisServer } from '../test/support/redis.js';
 import { ageMin, fmt, pct, printRss, rssMb, rssParts, slope } from './lib/sim-rss.js';
 import type { RssSeries } from './lib/sim-rss.js';
+import { printSpaces, spacesSeries } from './lib/sim-gc-spaces.js';
 
 const argv = process.argv.slice(2);
 const arg = (name: string, fallback: string): string => {
@@ -61,6 +62,11 @@ const TRACE_GC_NODE = argv.includes('--trace-gc') ? Number(arg('trace-gc', '0'))
 // starts and when it ends, into `--profile-dir`; `node bench/heap-diff.mjs A B` says what grew. Each
 // snapshot stops that child for a second or two: a diagnostic run, not one whose latencies count.
 const SNAPSHOT_NODE = argv.includes('--heap-snapshots') ? Number(arg('heap-snapshots', '0')) : -1;
+// `--gc-spaces`: every node's child runs with --trace-gc-verbose; per node, what V8's new space and its
+// other spaces committed over the measured window is printed beside the RSS rise (which of the two rose).
+const GC_SPACES = argv.includes('--gc-spaces');
+// `--child-args "--flag=v …"`: Node/V8 flags for every node's child (an A/B of the engine's V8 settings).
+const CHILD_ARGS = arg('child-args', '').split(/\s+/).filter((a) => a !== '');
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -146,6 +152,8 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
       ...(index === PROFILE_NODE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : []),
       ...(index === TRACE_GC_NODE ? ['--trace-gc'] : []),
       ...(index === SNAPSHOT_NODE ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${PROFILE_DIR}`] : []),
+      ...(GC_SPACES ? ['--trace-gc-verbose'] : []),
+      ...CHILD_ARGS,
     ],
   });
   const primaryPid = engine.child.pid ?? 0;
@@ -488,6 +496,8 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     // Where the measured window starts in the traced child's life (its GC trace counts from its start).
     const windowFromMin = tracedNode === undefined ? 0 : ageMin(tracedNode.childPid);
     const rssTimer = setInterval(sampleRss, RSS_EVERY_MS);
+    // Each child's measured window in its own life's minutes (the GC trace's clock).
+    const spaceWindows = GC_SPACES ? nodes.map((nd) => ({ pid: nd.childPid, from: ageMin(nd.childPid), to: Number.NaN })) : [];
     const snapshotNode = nodes.find((nd) => nd.index === SNAPSHOT_NODE);
     if (snapshotNode !== undefined) {
       mkdirSync(PROFILE_DIR, { recursive: true });
@@ -520,6 +530,10 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const skippedInWindow = churner.skipped() - skipped0;
     clearInterval(rssTimer);
     sampleRss();
+    nodes.forEach((nd, i) => {
+      const w = spaceWindows[i];
+      if (w !== undefined && w.pid === nd.childPid) w.to = ageMin(nd.childPid);
+    });
     if (snapshotNode !== undefined && nodes.includes(snapshotNode)) {
       process.kill(snapshotNode.childPid, 'SIGUSR2');
       console.log(`node ${SNAPSHOT_NODE}: heap snapshot of child ${snapshotNode.childPid} asked at the window's end`);
@@ -557,6 +571,10 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const pids = nodes.map((nd) => nd.childPid);
     if (WARMUP_SECONDS > 0) printRss(`warm-up (${WARMUP_SECONDS} s, not measured): `, warmSeries, pids, RSS_EVERY_MS);
     printRss(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids, RSS_EVERY_MS);
+    if (GC_SPACES) {
+      const series = nodes.map((nd) => spacesSeries(nd.engine.stdout.lines, nd.childPid));
+      printSpaces(WARMUP_SECONDS > 0 ? 'measured window: ' : '', series, spaceWindows);
+    }
     const traced = nodes.find((nd) => nd.index === TRACE_GC_NODE);
     if (traced !== undefined) {
       // The child's raw trace, for what this summary leaves out (scavenges: the allocation rate).

@@ -1,0 +1,69 @@
+/**
+ * The scale simulation's `--gc-spaces` reading: every node's child runs with --trace-gc-verbose, which
+ * prints after each GC what each V8 space has committed. This module turns a child's lines into a series
+ * and says, per node, how much of its RSS rise over the measured window was the young generation (new
+ * space: V8 resizes it to the allocation rate) and how much the rest of the heap.
+ */
+import { fmt, pct } from './sim-rss.js';
+
+export interface SpacesSample {
+  /** Minutes since the child started (the trace's own clock). */
+  min: number;
+  /** New space committed, MB (both semi-spaces). */
+  newMb: number;
+  /** Every space committed, MB. */
+  allMb: number;
+}
+
+/**
+ * Series of one child's trace: `[pid:0x…]  123456 ms: Scavenge …` opens a GC's block, its `New space, …
+ * committed: N KB` and `All spaces, … committed: N KB` lines close it.
+ */
+export function spacesSeries(lines: readonly string[], pid: number): SpacesSample[] {
+  const prefix = `[${pid}:`;
+  const out: SpacesSample[] = [];
+  let at = Number.NaN;
+  let newKb = Number.NaN;
+  for (const line of lines) {
+    if (!line.startsWith(prefix)) continue;
+    const gc = /\s(\d+) ms: (?:Scavenge|Mark-Compact|Minor Mark-Compact)/.exec(line);
+    if (gc !== null) {
+      at = Number(gc[1]) / 60_000;
+      newKb = Number.NaN;
+      continue;
+    }
+    const committed = /committed:\s+(\d+) KB/.exec(line);
+    if (committed === null || !Number.isFinite(at)) continue;
+    if (line.includes('New space,')) newKb = Number(committed[1]);
+    else if (line.includes('All spaces,') && Number.isFinite(newKb)) {
+      out.push({ min: at, newMb: newKb / 1024, allMb: Number(committed[1]) / 1024 });
+      at = Number.NaN;
+    }
+  }
+  return out;
+}
+
+/** Median of the last 3 minutes of a window against the median of its first 3, of one field. */
+function rise(samples: SpacesSample[], from: number, to: number, value: (s: SpacesSample) => number): number {
+  const third = Math.min(3, (to - from) / 3);
+  const first = samples.filter((s) => s.min >= from && s.min - from <= third).map(value);
+  const last = samples.filter((s) => s.min <= to && to - s.min <= third).map(value);
+  if (first.length === 0 || last.length === 0) return Number.NaN;
+  return pct(last, 50) - pct(first, 50);
+}
+
+/**
+ * Per node, over the window [from, to] of each child's life (minutes): the rise of its new space and of
+ * the other spaces (same statistic as the RSS rise), and how many times its new space changed size.
+ */
+export function printSpaces(label: string, series: SpacesSample[][], windows: { from: number; to: number }[]): void {
+  const inWindow = series.map((s, i) => s.filter((x) => x.min >= windows[i]!.from && x.min <= windows[i]!.to));
+  const newRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.newMb));
+  const otherRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.allMb - x.newMb));
+  const resizes = inWindow.map((s) => s.reduce((n, x, k) => (k > 0 && x.newMb !== s[k - 1]!.newMb ? n + 1 : n), 0));
+  const sizes = inWindow.map((s) => `${Math.min(...s.map((x) => x.newMb)).toFixed(0)}–${Math.max(...s.map((x) => x.newMb)).toFixed(0)}`);
+  console.log(`${label}V8 new space committed MB, min–max in the window: ${sizes.join('/')}`);
+  console.log(`${label}V8 new space resizes in the window: ${resizes.join('/')}`);
+  console.log(`${label}V8 new space rise MB (last 3 min − first 3, medians): ${fmt(newRise, 1)}`);
+  console.log(`${label}V8 other spaces' committed rise MB (same): ${fmt(otherRise, 1)}`);
+}
