@@ -90,7 +90,7 @@ describe('embedded cluster: processes: 2', () => {
     const body = (await http(`${engine.adminUrl}/readyz`)).json();
     for (const child of body.children as { pid: number }[]) {
       const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
-      expect(argv).toEqual(expect.arrayContaining(['--heap-growing-percent=50']));
+      expect(argv).toEqual(expect.arrayContaining(['--heap-growing-percent=50', '--min-semi-space-size=16', '--max-semi-space-size=16']));
     }
   });
 

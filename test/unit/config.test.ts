@@ -71,7 +71,7 @@ const DEFAULTS: EngineConfig = {
     name: 'switchyard',
     heartbeatMs: 1000,
     leaseMs: 5000,
-    childNodeArgs: ['--heap-growing-percent=50'],
+    childNodeArgs: ['--heap-growing-percent=50', '--min-semi-space-size=16', '--max-semi-space-size=16'],
   },
   observability: {},
   httpFunctions: { urlAllowlist: ['*'], blockPrivateIps: true, requireHttps: true },
