@@ -65,8 +65,9 @@ const SNAPSHOT_NODE = argv.includes('--heap-snapshots') ? Number(arg('heap-snaps
 // `--gc-spaces`: every node's child runs with --trace-gc-verbose; per node, what V8's new space and its
 // other spaces committed over the measured window is printed beside the RSS rise (which of the two rose).
 const GC_SPACES = argv.includes('--gc-spaces');
-// `--child-args "--flag=v …"`: Node/V8 flags for every node's child (an A/B of the engine's V8 settings).
-const CHILD_ARGS = arg('child-args', '').split(/\s+/).filter((a) => a !== '');
+// `--child-args "--flag=v …"`: every node's cluster.child_node_args, in place of the engine's default
+// (an A/B of the children's V8 settings); `--child-args ""` gives V8's own defaults.
+const CHILD_ARGS = argv.includes('--child-args') ? arg('child-args', '').split(/\s+/).filter((a) => a !== '') : undefined;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -144,7 +145,7 @@ function rates(a: RedisSample, b: RedisSample, subscribers: number): { cmds: num
 
 async function startNode(index: number, redis: RedisServer, cluster: string): Promise<Node> {
   const engine = await startEngine({
-    cluster: { processes: 1, redis_url: redis.url, secret: SECRET, name: cluster, node_id: `n${index}`, advertise_host: '127.0.0.1', heartbeat_ms: HEARTBEAT_MS, lease_ms: LEASE_MS },
+    cluster: { processes: 1, redis_url: redis.url, secret: SECRET, name: cluster, node_id: `n${index}`, advertise_host: '127.0.0.1', heartbeat_ms: HEARTBEAT_MS, lease_ms: LEASE_MS, ...(CHILD_ARGS === undefined ? {} : { child_node_args: CHILD_ARGS }) },
     logLevel: 'warn',
     readyTimeoutMs: 120_000,
     // One node may be both profiled and traced: its flags add up.
@@ -153,7 +154,6 @@ async function startNode(index: number, redis: RedisServer, cluster: string): Pr
       ...(index === TRACE_GC_NODE ? ['--trace-gc'] : []),
       ...(index === SNAPSHOT_NODE ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${PROFILE_DIR}`] : []),
       ...(GC_SPACES ? ['--trace-gc-verbose'] : []),
-      ...CHILD_ARGS,
     ],
   });
   const primaryPid = engine.child.pid ?? 0;
