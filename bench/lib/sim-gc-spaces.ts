@@ -11,6 +11,10 @@ export interface SpacesSample {
   min: number;
   /** New space committed, MB (both semi-spaces). */
   newMb: number;
+  /** Old space committed, MB. */
+  oldMb: number;
+  /** Code space committed, MB (JIT code). */
+  codeMb: number;
   /** Every space committed, MB. */
   allMb: number;
 }
@@ -24,19 +28,26 @@ export function spacesSeries(lines: readonly string[], pid: number): SpacesSampl
   const out: SpacesSample[] = [];
   let at = Number.NaN;
   let newKb = Number.NaN;
+  let oldKb = Number.NaN;
+  let codeKb = Number.NaN;
   for (const line of lines) {
     if (!line.startsWith(prefix)) continue;
     const gc = /\s(\d+) ms: (?:Scavenge|Mark-Compact|Minor Mark-Compact)/.exec(line);
     if (gc !== null) {
       at = Number(gc[1]) / 60_000;
       newKb = Number.NaN;
+      oldKb = Number.NaN;
+      codeKb = Number.NaN;
       continue;
     }
     const committed = /committed:\s+(\d+) KB/.exec(line);
     if (committed === null || !Number.isFinite(at)) continue;
-    if (line.includes('New space,')) newKb = Number(committed[1]);
-    else if (line.includes('All spaces,') && Number.isFinite(newKb)) {
-      out.push({ min: at, newMb: newKb / 1024, allMb: Number(committed[1]) / 1024 });
+    const kb = Number(committed[1]);
+    if (line.includes('] New space,')) newKb = kb;
+    else if (line.includes('] Old space,')) oldKb = kb;
+    else if (line.includes('] Code space,')) codeKb = kb;
+    else if (line.includes('] All spaces,') && Number.isFinite(newKb)) {
+      out.push({ min: at, newMb: newKb / 1024, oldMb: oldKb / 1024, codeMb: codeKb / 1024, allMb: kb / 1024 });
       at = Number.NaN;
     }
   }
@@ -60,10 +71,14 @@ export function printSpaces(label: string, series: SpacesSample[][], windows: { 
   const inWindow = series.map((s, i) => s.filter((x) => x.min >= windows[i]!.from && x.min <= windows[i]!.to));
   const newRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.newMb));
   const otherRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.allMb - x.newMb));
+  const oldRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.oldMb));
+  const codeRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.codeMb));
   const resizes = inWindow.map((s) => s.reduce((n, x, k) => (k > 0 && x.newMb !== s[k - 1]!.newMb ? n + 1 : n), 0));
   const sizes = inWindow.map((s) => `${Math.min(...s.map((x) => x.newMb)).toFixed(0)}–${Math.max(...s.map((x) => x.newMb)).toFixed(0)}`);
   console.log(`${label}V8 new space committed MB, min–max in the window: ${sizes.join('/')}`);
   console.log(`${label}V8 new space resizes in the window: ${resizes.join('/')}`);
   console.log(`${label}V8 new space rise MB (last 3 min − first 3, medians): ${fmt(newRise, 1)}`);
   console.log(`${label}V8 other spaces' committed rise MB (same): ${fmt(otherRise, 1)}`);
+  console.log(`${label}  of which old space: ${fmt(oldRise, 1)}`);
+  console.log(`${label}  of which code space (JIT code): ${fmt(codeRise, 1)}`);
 }

@@ -6,7 +6,10 @@ const block = (pid: number, ms: number, kind: string, newKb: number, allKb: numb
   `[${pid}:0x1]    ${ms} ms: ${kind} 38.5 (45.2) -> 37.9 (46.2) MB, 1.2 / 0.0 ms  (average mu = 1.000, current mu = 1.000) allocation failure;`,
   `[${pid}:0x1] Memory allocator,       used:   5096 KB, available: 4238360 KB`,
   `[${pid}:0x1] New space,              used:    508 KB, available:    498 KB, committed:   ${newKb} KB`,
-  `[${pid}:0x1] Old space,              used:   2476 KB, available:      7 KB, committed:   2528 KB`,
+  `[${pid}:0x1] New large object space, used:      0 KB, available:   1006 KB, committed:      0 KB`,
+  `[${pid}:0x1] Old space,              used:   2476 KB, available:      7 KB, committed:   2048 KB`,
+  `[${pid}:0x1] Code space,             used:    239 KB, available:      0 KB, committed:    512 KB`,
+  `[${pid}:0x1] Code large object space,     used:      0 KB, available:      0 KB, committed:      0 KB`,
   `[${pid}:0x1] All spaces,             used:   3529 KB, available: 4239872 KB, committed:   ${allKb} KB`,
   `[${pid}:0x1] Total time spent in GC  : 6.6 ms`,
 ];
@@ -20,14 +23,14 @@ describe('the scale simulation reads V8 spaces from --trace-gc-verbose', () => {
       '[10:0x1] Shrinking page 0x1: end 0x2 -> 0x3',
     ];
     expect(spacesSeries(lines, 10)).toEqual([
-      { min: 1, newMb: 16, allMb: 64 },
-      { min: 2, newMb: 32, allMb: 100 },
+      { min: 1, newMb: 16, oldMb: 2, codeMb: 0.5, allMb: 64 },
+      { min: 2, newMb: 32, oldMb: 2, codeMb: 0.5, allMb: 100 },
     ]);
-    expect(spacesSeries(lines, 11)).toEqual([{ min: 60_500 / 60_000, newMb: 2, allMb: 8 }]);
+    expect(spacesSeries(lines, 11)).toEqual([{ min: 60_500 / 60_000, newMb: 2, oldMb: 2, codeMb: 0.5, allMb: 8 }]);
   });
 
   it('drops a block cut short (no new-space line before the totals)', () => {
     const cut = block(10, 60_000, 'Scavenge', 16_384, 65_536).filter((line) => !line.includes('New space'));
-    expect(spacesSeries([...cut, ...block(10, 61_000, 'Scavenge', 8192, 32_768)], 10)).toEqual([{ min: 61_000 / 60_000, newMb: 8, allMb: 32 }]);
+    expect(spacesSeries([...cut, ...block(10, 61_000, 'Scavenge', 8192, 32_768)], 10)).toEqual([{ min: 61_000 / 60_000, newMb: 8, oldMb: 2, codeMb: 0.5, allMb: 32 }]);
   });
 });
