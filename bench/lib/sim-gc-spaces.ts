@@ -2,7 +2,8 @@
  * The scale simulation's `--gc-spaces` reading: every node's child runs with --trace-gc-verbose, which
  * prints after each GC what each V8 space has committed. This module turns a child's lines into a series
  * and says, per node, how much of its RSS rise over the measured window was the young generation (new
- * space: V8 resizes it to the allocation rate) and how much the rest of the heap.
+ * space: V8 resizes it to the allocation rate) and how much the rest of the heap, the old space and the
+ * JIT code's space apart.
  */
 import { fmt, pct } from './sim-rss.js';
 
@@ -20,8 +21,8 @@ export interface SpacesSample {
 }
 
 /**
- * Series of one child's trace: `[pid:0x…]  123456 ms: Scavenge …` opens a GC's block, its `New space, …
- * committed: N KB` and `All spaces, … committed: N KB` lines close it.
+ * Series of one child's trace: `[pid:0x…]  123456 ms: Scavenge …` opens a GC's block; its `New space`,
+ * `Old space` and `Code space` lines (`… committed: N KB`) fill it and its `All spaces` line closes it.
  */
 export function spacesSeries(lines: readonly string[], pid: number): SpacesSample[] {
   const prefix = `[${pid}:`;
@@ -64,8 +65,9 @@ function rise(samples: SpacesSample[], from: number, to: number, value: (s: Spac
 }
 
 /**
- * Per node, over the window [from, to] of each child's life (minutes): the rise of its new space and of
- * the other spaces (same statistic as the RSS rise), and how many times its new space changed size.
+ * Per node, over the window [from, to] of each child's life (minutes): the rise of its new space, of the
+ * other spaces together and of the old and code spaces (same statistic as the RSS rise), and how many
+ * times its new space changed size.
  */
 export function printSpaces(label: string, series: SpacesSample[][], windows: { from: number; to: number }[]): void {
   const inWindow = series.map((s, i) => s.filter((x) => x.min >= windows[i]!.from && x.min <= windows[i]!.to));

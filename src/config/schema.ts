@@ -380,7 +380,7 @@ export const clusterModuleSchema = z
       .array(z.string().regex(/^--[a-z0-9][a-z0-9_-]*(=\S+)?$/, 'must be one Node.js or V8 flag, such as --max-semi-space-size=16'))
       .default([...DEFAULT_CHILD_NODE_ARGS])
       .describe(
-        'Node.js and V8 flags for the engine processes, after the primary\'s own. The default lets the old generation grow to 1.5 times its live size before a full GC (V8 allows up to 4 times under load), which keeps a child under 150 MB of RSS with 64 KiB bodies at about the same throughput (docs/performance.md), and fixes the young generation at V8\'s own maximum (two 16 MiB semi-spaces) so that a child\'s RSS does not step up and down by 16 MiB as V8 resizes it (docs/operations.md); `[]` keeps V8\'s defaults',
+        'Node.js and V8 flags for the engine processes, after the primary\'s own. The default lets the old generation grow to 1.5 times its live size before a full GC (V8 allows up to 4 times under load), which keeps a child under 150 MB of RSS with 64 KiB bodies at about the same throughput (docs/performance.md), and fixes the young generation at V8\'s own maximum (two 16 MiB semi-spaces) so that a child\'s RSS does not jump by up to 26 MB either way as V8 resizes it (docs/operations.md); `[]` keeps V8\'s defaults',
       ),
   })
   .refine((cluster) => cluster.redis_url === undefined || cluster.redis_url === '' || (cluster.secret ?? '') !== '', {
