@@ -14,6 +14,10 @@ export interface SpacesSample {
   newMb: number;
   /** Old space committed, MB. */
   oldMb: number;
+  /** Old space in use, MB: after a full GC (`full`), about what the old generation holds live. */
+  oldUsedMb: number;
+  /** A full (mark-compact) GC, not a scavenge. */
+  full: boolean;
   /** Code space committed, MB (JIT code). */
   codeMb: number;
   /** Every space committed, MB. */
@@ -30,14 +34,18 @@ export function spacesSeries(lines: readonly string[], pid: number): SpacesSampl
   let at = Number.NaN;
   let newKb = Number.NaN;
   let oldKb = Number.NaN;
+  let oldUsedKb = Number.NaN;
   let codeKb = Number.NaN;
+  let full = false;
   for (const line of lines) {
     if (!line.startsWith(prefix)) continue;
-    const gc = /\s(\d+) ms: (?:Scavenge|Mark-Compact|Minor Mark-Compact)/.exec(line);
+    const gc = /\s(\d+) ms: (Scavenge|Mark-Compact|Minor Mark-Compact)/.exec(line);
     if (gc !== null) {
       at = Number(gc[1]) / 60_000;
+      full = gc[2] === 'Mark-Compact';
       newKb = Number.NaN;
       oldKb = Number.NaN;
+      oldUsedKb = Number.NaN;
       codeKb = Number.NaN;
       continue;
     }
@@ -45,10 +53,13 @@ export function spacesSeries(lines: readonly string[], pid: number): SpacesSampl
     if (committed === null || !Number.isFinite(at)) continue;
     const kb = Number(committed[1]);
     if (line.includes('] New space,')) newKb = kb;
-    else if (line.includes('] Old space,')) oldKb = kb;
+    else if (line.includes('] Old space,')) {
+      oldKb = kb;
+      oldUsedKb = Number(/used:\s+(\d+) KB/.exec(line)?.[1] ?? Number.NaN);
+    }
     else if (line.includes('] Code space,')) codeKb = kb;
     else if (line.includes('] All spaces,') && Number.isFinite(newKb)) {
-      out.push({ min: at, newMb: newKb / 1024, oldMb: oldKb / 1024, codeMb: codeKb / 1024, allMb: kb / 1024 });
+      out.push({ min: at, full, newMb: newKb / 1024, oldMb: oldKb / 1024, oldUsedMb: oldUsedKb / 1024, codeMb: codeKb / 1024, allMb: kb / 1024 });
       at = Number.NaN;
     }
   }
@@ -67,7 +78,7 @@ function rise(samples: SpacesSample[], from: number, to: number, value: (s: Spac
 /**
  * Per node, over the window [from, to] of each child's life (minutes): the rise of its new space, of the
  * other spaces together and of the old and code spaces (same statistic as the RSS rise), and how many
- * times its new space changed size.
+ * times its new space changed size; and what its old space held after the window's first and last full GC.
  */
 export function printSpaces(label: string, series: SpacesSample[][], windows: { from: number; to: number }[]): void {
   const inWindow = series.map((s, i) => s.filter((x) => x.min >= windows[i]!.from && x.min <= windows[i]!.to));
@@ -83,4 +94,8 @@ export function printSpaces(label: string, series: SpacesSample[][], windows: { 
   console.log(`${label}V8 other spaces' committed rise MB (same): ${fmt(otherRise, 1)}`);
   console.log(`${label}  of which old space: ${fmt(oldRise, 1)}`);
   console.log(`${label}  of which code space (JIT code): ${fmt(codeRise, 1)}`);
+  // What the old generation holds after each full GC: growth there is data kept, not pages left committed.
+  const fulls = inWindow.map((s) => s.filter((x) => x.full));
+  const usedEnds = fulls.map((f) => (f.length === 0 ? '–' : `${f[0]!.oldUsedMb.toFixed(1)}→${f.at(-1)!.oldUsedMb.toFixed(1)}`));
+  console.log(`${label}V8 old space in use after full GCs, first → last in the window, MB: ${usedEnds.join(' ')}`);
 }

@@ -15,7 +15,7 @@ const block = (pid: number, ms: number, kind: string, newKb: number, allKb: numb
 ];
 
 describe('the scale simulation reads V8 spaces from --trace-gc-verbose', () => {
-  it("keeps one sample per GC of the given process: its time, new space and whole heap committed", () => {
+  it('keeps one sample per GC of the given process: its time, kind, and what its spaces committed and the old space used', () => {
     const lines = [
       ...block(10, 60_000, 'Scavenge', 16_384, 65_536),
       ...block(11, 60_500, 'Scavenge', 2048, 8192),
@@ -23,14 +23,14 @@ describe('the scale simulation reads V8 spaces from --trace-gc-verbose', () => {
       '[10:0x1] Shrinking page 0x1: end 0x2 -> 0x3',
     ];
     expect(spacesSeries(lines, 10)).toEqual([
-      { min: 1, newMb: 16, oldMb: 2, codeMb: 0.5, allMb: 64 },
-      { min: 2, newMb: 32, oldMb: 2, codeMb: 0.5, allMb: 100 },
+      { min: 1, full: false, newMb: 16, oldMb: 2, oldUsedMb: 2476 / 1024, codeMb: 0.5, allMb: 64 },
+      { min: 2, full: true, newMb: 32, oldMb: 2, oldUsedMb: 2476 / 1024, codeMb: 0.5, allMb: 100 },
     ]);
-    expect(spacesSeries(lines, 11)).toEqual([{ min: 60_500 / 60_000, newMb: 2, oldMb: 2, codeMb: 0.5, allMb: 8 }]);
+    expect(spacesSeries(lines, 11)).toEqual([{ min: 60_500 / 60_000, full: false, newMb: 2, oldMb: 2, oldUsedMb: 2476 / 1024, codeMb: 0.5, allMb: 8 }]);
   });
 
   it('drops a block cut short (no new-space line before the totals)', () => {
     const cut = block(10, 60_000, 'Scavenge', 16_384, 65_536).filter((line) => !line.includes('New space'));
-    expect(spacesSeries([...cut, ...block(10, 61_000, 'Scavenge', 8192, 32_768)], 10)).toEqual([{ min: 61_000 / 60_000, newMb: 8, oldMb: 2, codeMb: 0.5, allMb: 32 }]);
+    expect(spacesSeries([...cut, ...block(10, 61_000, 'Scavenge', 8192, 32_768)], 10)).toEqual([{ min: 61_000 / 60_000, full: false, newMb: 8, oldMb: 2, oldUsedMb: 2476 / 1024, codeMb: 0.5, allMb: 32 }]);
   });
 });
