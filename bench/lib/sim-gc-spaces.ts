@@ -5,7 +5,7 @@
  * space: V8 resizes it to the allocation rate) and how much the rest of the heap, the old space and the
  * JIT code's space apart.
  */
-import { fmt, pct } from './sim-rss.js';
+import { fmt, windowRise } from './sim-rss.js';
 
 export interface SpacesSample {
   /** Minutes since the child started (the trace's own clock). */
@@ -66,15 +66,6 @@ export function spacesSeries(lines: readonly string[], pid: number): SpacesSampl
   return out;
 }
 
-/** Median of the last 3 minutes of a window against the median of its first 3, of one field. */
-function rise(samples: SpacesSample[], from: number, to: number, value: (s: SpacesSample) => number): number {
-  const third = Math.min(3, (to - from) / 3);
-  const first = samples.filter((s) => s.min >= from && s.min - from <= third).map(value);
-  const last = samples.filter((s) => s.min <= to && to - s.min <= third).map(value);
-  if (first.length === 0 || last.length === 0) return Number.NaN;
-  return pct(last, 50) - pct(first, 50);
-}
-
 /**
  * Per node, over the window [from, to] of each child's life (minutes): the rise of its new space, of the
  * other spaces together and of the old and code spaces (same statistic as the RSS rise), and how many
@@ -82,10 +73,11 @@ function rise(samples: SpacesSample[], from: number, to: number, value: (s: Spac
  */
 export function printSpaces(label: string, series: SpacesSample[][], windows: { from: number; to: number }[]): void {
   const inWindow = series.map((s, i) => s.filter((x) => x.min >= windows[i]!.from && x.min <= windows[i]!.to));
-  const newRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.newMb));
-  const otherRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.allMb - x.newMb));
-  const oldRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.oldMb));
-  const codeRise = inWindow.map((s, i) => rise(s, windows[i]!.from, windows[i]!.to, (x) => x.codeMb));
+  const riseOf = (value: (x: SpacesSample) => number): number[] => inWindow.map((s, i) => windowRise(s, windows[i]!.from, windows[i]!.to, value));
+  const newRise = riseOf((x) => x.newMb);
+  const otherRise = riseOf((x) => x.allMb - x.newMb);
+  const oldRise = riseOf((x) => x.oldMb);
+  const codeRise = riseOf((x) => x.codeMb);
   const resizes = inWindow.map((s) => s.reduce((n, x, k) => (k > 0 && x.newMb !== s[k - 1]!.newMb ? n + 1 : n), 0));
   const sizes = inWindow.map((s) => `${Math.min(...s.map((x) => x.newMb)).toFixed(0)}–${Math.max(...s.map((x) => x.newMb)).toFixed(0)}`);
   console.log(`${label}V8 new space committed MB, min–max in the window: ${sizes.join('/')}`);

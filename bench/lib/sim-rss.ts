@@ -74,19 +74,23 @@ export function printRss(label: string, series: RssSeries[], pids: number[], eve
   // A slope over 10 minutes of a saw-tooth (a full GC about once a minute, a few MB deep) moves by
   // ±0.3 MB/min from node to node with no growth at all. The median of the window's last 3 minutes
   // against the median of its first 3 (18 samples each at 10 s) reads past the teeth.
-  const ends = same.map((s) => {
-    if (s.length < 2) return Number.NaN;
-    const from = s[0]!.min;
-    const to = s.at(-1)!.min;
-    const third = Math.min(3, (to - from) / 3);
-    const first = s.filter((x) => x.min - from <= third).map((x) => x.mb);
-    const last = s.filter((x) => to - x.min <= third).map((x) => x.mb);
-    return pct(last, 50) - pct(first, 50);
-  });
+  const ends = same.map((s) => (s.length < 2 ? Number.NaN : windowRise(s, s[0]!.min, s.at(-1)!.min, (x) => x.mb)));
   const over = ends.filter((d) => d > FLAT_RISE_MB).length;
   console.log(
     `${label}child RSS rise MB, median of the last 3 min − median of the first 3: ${fmt(ends, 1)}  (${range(ends)}; ${over} of ${ends.length} nodes over ${FLAT_RISE_MB} MB)`,
   );
+}
+
+/**
+ * Median of a window's last 3 minutes (a third of it, if shorter than 9) against the median of its first
+ * 3, of one value of samples taken at `min` minutes; NaN when either end has no sample.
+ */
+export function windowRise<T extends { min: number }>(samples: T[], from: number, to: number, value: (s: T) => number): number {
+  const third = Math.min(3, (to - from) / 3);
+  const first = samples.filter((s) => s.min >= from && s.min - from <= third).map(value);
+  const last = samples.filter((s) => s.min <= to && to - s.min <= third).map(value);
+  if (first.length === 0 || last.length === 0) return Number.NaN;
+  return pct(last, 50) - pct(first, 50);
 }
 
 /** What a node's RSS may rise over a window and still count as flat (2.5 MB: under 2 % of a child). */

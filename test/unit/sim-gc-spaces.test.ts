@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { spacesSeries } from '../../bench/lib/sim-gc-spaces.js';
+import { windowRise } from '../../bench/lib/sim-rss.js';
 
 // Lines as Node 20's --trace-gc-verbose prints them (two processes interleaved on one stdout).
 const block = (pid: number, ms: number, kind: string, newKb: number, allKb: number): string[] => [
@@ -32,5 +33,15 @@ describe('the scale simulation reads V8 spaces from --trace-gc-verbose', () => {
   it('drops a block cut short (no new-space line before the totals)', () => {
     const cut = block(10, 60_000, 'Scavenge', 16_384, 65_536).filter((line) => !line.includes('New space'));
     expect(spacesSeries([...cut, ...block(10, 61_000, 'Scavenge', 8192, 32_768)], 10)).toEqual([{ min: 61_000 / 60_000, full: false, newMb: 8, oldMb: 2, oldUsedMb: 2476 / 1024, codeMb: 0.5, allMb: 32 }]);
+  });
+});
+
+describe('the scale simulation reads a rise over a window', () => {
+  it('is the median of the last 3 minutes less the median of the first 3, samples outside the window left out', () => {
+    // One sample a minute, 0..10; the value is 10 × the minute, and two samples outside the window.
+    const samples = [{ min: -1, v: 1000 }, ...Array.from({ length: 11 }, (_, m) => ({ min: m, v: m * 10 })), { min: 11, v: 1000 }];
+    // First 3 minutes: 0, 10, 20, 30 (median 10: the lower middle); last 3: 70, 80, 90, 100 (median 80).
+    expect(windowRise(samples, 0, 10, (s) => s.v)).toBe(70);
+    expect(windowRise([{ min: 5, v: 1 }], 0, 10, (s) => s.v)).toBeNaN();
   });
 });
