@@ -64,16 +64,41 @@ export class PeerChainReceiver {
 
   /** A peer's checkpoint and log (a reload or a resync), then the deltas buffered meanwhile, as one chain. */
   stored(stored: StoredChain): void {
-    if (stored.peerId === this.deps.selfId || stored.checkpoint === undefined) return;
+    if (stored.peerId === this.deps.selfId) return;
+    if (stored.checkpoint === undefined) {
+      // No checkpoint: the peer is gone, or its key was lost and its next write is a full snapshot.
+      this.buffered.delete(stored.peerId);
+      return;
+    }
     if (stored.protocol < REDIS_BUS_PROTOCOL) this.deps.legacy(stored.peerId);
     let newest = this.chains.full(stored.checkpoint);
     const buffered = this.buffered.get(stored.peerId) ?? [];
     this.buffered.delete(stored.peerId);
+    // A buffered delta that does not chain after the store's state is dropped: the store is written
+    // before the channel, so only a forged or lost store leaves one, and the next gap reads again.
     for (const delta of [...stored.log, ...buffered.sort((a, b) => a.from - b.from)]) {
       const outcome = this.chains.delta(delta);
       if (outcome.result === 'applied') newest = outcome.snapshot;
     }
     if (newest !== undefined) this.deps.offer(newest);
+  }
+
+  /**
+   * Every heartbeat interval: a peer with deltas still waiting for a resync that failed (the read was
+   * refused, or the command connection was not ready) is read again. This is the receiver's own repair
+   * of a gap; senders do not announce their versions (docs/scale.md).
+   */
+  retry(): void {
+    for (const [peerId, deltas] of this.buffered) {
+      if (this.fetching.has(peerId)) continue;
+      const held = this.chains.version(peerId);
+      const waiting = held === undefined ? deltas : deltas.filter((delta) => delta.to > held);
+      if (waiting.length === 0) this.buffered.delete(peerId);
+      else {
+        if (waiting.length !== deltas.length) this.buffered.set(peerId, waiting);
+        this.fetch(peerId);
+      }
+    }
   }
 
   /** Resync one peer (a gap, a join we missed, a heartbeat announcing a version not held): checkpoint + log. */

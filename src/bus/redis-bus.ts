@@ -38,8 +38,9 @@ type Connection = 'commands' | 'subscriber';
  * Distributed mode (docs/cluster.md#the-bus, docs/scale.md): each peer's state lives in Redis as a
  * checkpoint and a log of deltas under a lease; each change is one delta on the pub/sub channel, applied
  * by receivers holding the version it follows, and a gap resyncs that peer from checkpoint and log.
- * Liveness is a sorted set refreshed every interval (O(peers) through Redis, nothing published); the
- * last change of a burst is announced once by a heartbeat; every (re)subscribe reloads every peer.
+ * Liveness is a sorted set refreshed every interval (O(peers) through Redis, nothing published); a
+ * receiver repairs its own gaps (a failed read is retried every interval); every (re)subscribe reloads
+ * every peer.
  * Two connections (commands, subscriber). While disconnected the bus keeps what it knows and purges no one.
  */
 export class RedisBus implements Bus {
@@ -54,8 +55,6 @@ export class RedisBus implements Bus {
   private readonly chains: PeerChainReceiver;
   /** The next write must be a full snapshot: nothing written yet, our key was lost, or a write failed midway. */
   private needFull = true;
-  /** A change was written since the last heartbeat announcement. */
-  private announce = false;
   /**
    * Peers of the previous build (bus protocol 1: no deltas, liveness by a heartbeat every interval), by
    * when they were last heard. While any is live this node speaks their way too (docs/scale.md).
@@ -72,7 +71,7 @@ export class RedisBus implements Bus {
   private resyncing = false;
   /** Newest snapshot not yet written to Redis. */
   private pending: WireSnapshot | undefined;
-  /** Newest snapshot Redis confirmed: the one the lease keeps alive and heartbeats announce. */
+  /** Newest snapshot Redis confirmed: the one the lease keeps alive (and protocol 1's heartbeats carry). */
   private written: WireSnapshot | undefined;
   private flushing = false;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -287,7 +286,6 @@ export class RedisBus implements Bus {
     }
     // Only a full write rebuilds the checkpoint: a need found while a delta was in flight stays.
     if (delta === undefined) this.needFull = false;
-    this.announce = true;
     this.written = snapshot;
   }
 
@@ -298,6 +296,7 @@ export class RedisBus implements Bus {
       return;
     }
     this.scheduleFlush(); // retries a failed write
+    this.chains.retry(); // reads again a peer whose resync failed or fell short
     this.proveLink();
     const written = this.written;
     if (written !== undefined) this.heartbeat(written).catch((err: unknown) => this.throttle.warn('heartbeat', { err }, 'redis heartbeat failed'));
@@ -317,12 +316,10 @@ export class RedisBus implements Bus {
         await this.write(this.written);
       }
     }
-    // The version Redis holds, announced once after a burst: a receiver that lost the last delta resyncs.
     // Peers of protocol 1 judge liveness by silence: while one is live, a heartbeat every interval.
-    if ((this.announce || this.legacy.size > 0) && !this.flushing && this.pending === undefined) {
-      this.announce = false;
-      await this.store.heartbeat(cmd, written.version);
-    }
+    // Otherwise nothing is published: a delta reaches every subscriber or its connection drops (which
+    // reloads), a failed write is followed by a full snapshot, and receivers retry their own resyncs.
+    if (this.legacy.size > 0 && !this.flushing && this.pending === undefined) await this.store.heartbeat(cmd, written.version);
   }
 
   /**

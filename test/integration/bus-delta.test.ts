@@ -1,6 +1,6 @@
 // Issue 28: the Redis bus sends a change as a delta on the peer's version chain (docs/scale.md). Two
 // RedisBus peers on a real redis-server: what travels, what is stored, and the resync paths (a gap,
-// a lost last delta) end on the sender's state.
+// a failed resync read, a lost last delta announced by a node of an earlier build) end on the sender's state.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pino from 'pino';
@@ -110,7 +110,39 @@ describe('Redis bus protocol 2: deltas on a version chain', () => {
     expect(held.get(aId)?.triggers.map((t) => t.id)).toEqual(['t0', 't1', 't2', 't3', 't4']);
   });
 
-  it('repairs a lost last delta from the log when the heartbeat announces the version', async () => {
+  it('publishes no announcement of its version after a change: the channel carries the snapshot and the deltas only', async () => {
+    const { a, held, aId } = await peers();
+    a.publish(snapshot(aId, 1, 2));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    a.publish(snapshot(aId, 2, 3));
+    await waitFor(() => held.get(aId)?.version === 2, 5000, 'b to hold a@2');
+    await new Promise((resolve) => setTimeout(resolve, 500)); // 5 heartbeat intervals after the burst
+    expect(kinds()).toEqual(['snapshot', 'delta']);
+  });
+
+  it('reads a peer again at the next intervals while its resync fails, and ends on the stored state', async () => {
+    const { a, b, held, aId, keyspace } = await peers();
+    a.publish(snapshot(aId, 1, 2));
+    await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
+    await waitFor(async () => (await client.exists(`${name}:peer:${aId}`)) === 1, 5000, "a's checkpoint");
+    // b's next two reads of a peer's checkpoint and log fail (as on a Redis that refuses them).
+    const store = (b as unknown as { store: { read: (cmd: Redis, peerId: string) => Promise<unknown> } }).store;
+    const read = store.read.bind(store);
+    let reads = 0;
+    store.read = (cmd, peerId) => (++reads <= 2 ? Promise.reject(new Error('read refused in the test')) : read(cmd, peerId));
+    // a's log holds 1 → 2 (its publication lost) and 2 → 3; only 2 → 3 reaches the channel: a gap at b.
+    const seal = (message: Parameters<typeof encodeBusMessage>[1]): string => keyspace.seal(JSON.stringify(encodeBusMessage(name, message, REDIS_BUS_PROTOCOL)));
+    const lost = { ownerId: aId, from: 1, to: 2, set: { triggers: [route(2)] }, del: {} };
+    const next = { ownerId: aId, from: 2, to: 3, set: { triggers: [route(3)] }, del: {} };
+    await client.rpush(`${name}:log:${aId}`, seal({ kind: 'delta', delta: lost }), seal({ kind: 'delta', delta: next }));
+    await client.publish(`${name}:bus`, seal({ kind: 'delta', delta: next }));
+    await waitFor(() => held.get(aId)?.version === 3, 5000, 'b to hold a@3 after two failed reads');
+    expect(reads).toBe(3);
+    expect(held.get(aId)?.triggers.map((t) => t.id)).toEqual(['t0', 't1', 't2', 't3']);
+    expect(kinds()).not.toContain('heartbeat');
+  });
+
+  it('repairs a lost last delta from the log when a heartbeat announces the version (as nodes of earlier builds send)', async () => {
     const { a, held, aId, keyspace } = await peers();
     a.publish(snapshot(aId, 1, 2));
     await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
@@ -128,7 +160,7 @@ describe('Redis bus protocol 2: deltas on a version chain', () => {
     const { a, held, aId } = await peers();
     a.publish(snapshot(aId, 1, 1));
     await waitFor(() => held.get(aId)?.version === 1, 5000, 'b to hold a@1');
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the announcement after the change
+    await new Promise((resolve) => setTimeout(resolve, 300)); // whatever the change publishes has arrived
     const before = captured.length;
     await new Promise((resolve) => setTimeout(resolve, 2500)); // 25 heartbeat intervals, 2.5 leases
     expect(captured.slice(before)).toEqual([]);
