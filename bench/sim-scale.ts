@@ -25,7 +25,7 @@ import type { EngineHandle } from '../test/support/processes.js';
 import { startEngine } from '../test/support/processes.js';
 import type { RedisServer } from '../test/support/redis.js';
 import { startRedisServer } from '../test/support/redis.js';
-import { ageMin, fmt, pct, printRss, rssMb, rssParts, slope } from './lib/sim-rss.js';
+import { ageMin, fmt, pct, printMappings, printRss, rssByMapping, rssMb, rssParts, slope } from './lib/sim-rss.js';
 import type { RssSeries } from './lib/sim-rss.js';
 import { printSpaces, spacesSeries } from './lib/sim-gc-spaces.js';
 
@@ -65,6 +65,9 @@ const SNAPSHOT_NODE = argv.includes('--heap-snapshots') ? Number(arg('heap-snaps
 // `--gc-spaces`: every node's child runs with --trace-gc-verbose; per node, what V8's new space and its
 // other spaces committed over the measured window is printed beside the RSS rise (which of the two rose).
 const GC_SPACES = argv.includes('--gc-spaces');
+// `--smaps`: each RSS sample of the measured window also reads the child's /proc/<pid>/smaps, and the
+// rise is printed per kind of mapping (glibc's main arena, other anonymous memory, files).
+const SMAPS = argv.includes('--smaps');
 // `--child-args "--flag=v …"`: every node's cluster.child_node_args, in place of the engine's default
 // (an A/B of the children's V8 settings); `--child-args ""` gives V8's own defaults.
 const CHILD_ARGS = argv.includes('--child-args') ? arg('child-args', '').split(/\s+/).filter((a) => a !== '') : undefined;
@@ -488,7 +491,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const rssSeries = nodes.map(() => [] as RssSeries);
     const sampleRss = (): void => {
       const min = (performance.now() - c0.at) / 60_000;
-      nodes.forEach((nd, i) => rssSeries[i]!.push({ min, mb: rssMb(nd.childPid), pid: nd.childPid }));
+      nodes.forEach((nd, i) => rssSeries[i]!.push({ min, mb: rssMb(nd.childPid), pid: nd.childPid, ...(SMAPS ? { maps: rssByMapping(nd.childPid) } : {}) }));
     };
     sampleRss();
     const tracedNode = nodes.find((nd) => nd.index === TRACE_GC_NODE);
@@ -571,6 +574,7 @@ async function scenario(n: number, r: number, rate: number): Promise<void> {
     const pids = nodes.map((nd) => nd.childPid);
     if (WARMUP_SECONDS > 0) printRss(`warm-up (${WARMUP_SECONDS} s, not measured): `, warmSeries, pids, RSS_EVERY_MS);
     printRss(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids, RSS_EVERY_MS);
+    if (SMAPS) printMappings(WARMUP_SECONDS > 0 ? 'measured window: ' : '', rssSeries, pids);
     if (GC_SPACES) {
       const series = nodes.map((nd) => spacesSeries(nd.engine.stdout.lines, nd.childPid));
       printSpaces(WARMUP_SECONDS > 0 ? 'measured window: ' : '', series, spaceWindows);

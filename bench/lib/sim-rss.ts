@@ -28,6 +28,43 @@ export function rssParts(pid: number): number[] {
   }
 }
 
+/** A process's RSS by kind of mapping, MB: glibc's main malloc arena (`[heap]`), other anonymous memory, files. */
+export interface RssByMapping {
+  heap: number;
+  anon: number;
+  file: number;
+}
+
+/**
+ * Sums `/proc/<pid>/smaps` text's Rss lines by mapping: `[heap]` (the brk heap: the main thread's
+ * malloc), anonymous (V8's pages, other threads' malloc arenas, stacks: `[stack]`, `[anon:…]` or no
+ * name), and file-backed (the binary, libraries, `[vdso]`-like specials counted with them).
+ */
+export function parseSmaps(text: string): RssByMapping {
+  const out: RssByMapping = { heap: 0, anon: 0, file: 0 };
+  let kind: keyof RssByMapping = 'anon';
+  for (const line of text.split('\n')) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+(?:\s+(.*))?$/.exec(line);
+    if (header !== null) {
+      const name = header[1]?.trim() ?? '';
+      kind = name === '[heap]' ? 'heap' : name === '' || name === '[stack]' || name.startsWith('[anon') ? 'anon' : 'file';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss !== null) out[kind] += Number(rss[1]) / 1024;
+  }
+  return out;
+}
+
+/** {@link parseSmaps} of a live process; NaNs when it is gone. */
+export function rssByMapping(pid: number): RssByMapping {
+  try {
+    return parseSmaps(readFileSync(`/proc/${pid}/smaps`, 'utf8'));
+  } catch {
+    return { heap: Number.NaN, anon: Number.NaN, file: Number.NaN };
+  }
+}
+
 /** Least-squares slope of MB over minutes (NaN under 3 samples). */
 export function slope(series: { min: number; mb: number }[]): number {
   if (series.length < 3) return Number.NaN;
@@ -42,7 +79,7 @@ export function fmt(values: number[], digits = 0): string {
   return values.map((v) => (Number.isFinite(v) ? v.toFixed(digits) : '–')).join('/');
 }
 
-export type RssSeries = { min: number; mb: number; pid: number }[];
+export type RssSeries = { min: number; mb: number; pid: number; maps?: RssByMapping }[];
 
 /**
  * Each node's child RSS series (samples of its current child only): first and last sample, the median
@@ -79,6 +116,20 @@ export function printRss(label: string, series: RssSeries[], pids: number[], eve
   console.log(
     `${label}child RSS rise MB, median of the last 3 min − median of the first 3: ${fmt(ends, 1)}  (${range(ends)}; ${over} of ${ends.length} nodes over ${FLAT_RISE_MB} MB)`,
   );
+}
+
+/** Each node's window rise (as {@link printRss}'s) of its RSS by kind of mapping, for series sampled with `maps`. */
+export function printMappings(label: string, series: RssSeries[], pids: number[]): void {
+  const same = series.map((s, i) => s.filter((x) => x.pid === pids[i] && x.maps !== undefined && Number.isFinite(x.maps.heap)));
+  const kinds = [
+    ['heap', "glibc's main malloc arena ([heap])"],
+    ['anon', "other anonymous (V8's pages, other threads' malloc arenas, stacks)"],
+    ['file', 'file-backed'],
+  ] as const;
+  for (const [key, what] of kinds) {
+    const rises = same.map((s) => (s.length < 2 ? Number.NaN : windowRise(s, s[0]!.min, s.at(-1)!.min, (x) => x.maps![key])));
+    console.log(`${label}child RSS rise MB (same rule), ${what}: ${fmt(rises, 1)}`);
+  }
 }
 
 /**
