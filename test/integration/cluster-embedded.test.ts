@@ -94,6 +94,15 @@ describe('embedded cluster: processes: 2', () => {
     }
   });
 
+  it('starts the children with one malloc arena (MALLOC_ARENA_MAX=1) when the engine environment sets none', async () => {
+    expect(process.env.MALLOC_ARENA_MAX).toBeUndefined(); // the harness passes the test's environment on
+    const body = (await http(`${engine.adminUrl}/readyz`)).json();
+    for (const child of body.children as { pid: number }[]) {
+      const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
+      expect(environ).toContain('MALLOC_ARENA_MAX=1');
+    }
+  });
+
   it('restarts a crashed child while the child owning the worker keeps serving', async () => {
     // Kill the child that does NOT own the worker socket: the route must stay servable throughout.
     type Child = { pid: number; workers: number };
