@@ -296,7 +296,7 @@ export class RedisBus implements Bus {
       return;
     }
     this.scheduleFlush(); // retries a failed write
-    this.chains.retry(); // reads again a peer whose resync failed or fell short
+    this.chains.retry(); // reads again a peer whose resync read failed
     this.proveLink();
     const written = this.written;
     if (written !== undefined) this.heartbeat(written).catch((err: unknown) => this.throttle.warn('heartbeat', { err }, 'redis heartbeat failed'));
