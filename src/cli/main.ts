@@ -104,6 +104,7 @@ async function main(): Promise<void> {
     configSource: source,
     drainGraceMs: DRAIN_GRACE_MS,
     execArgv: process.execArgv,
+    mallocArenaMax: process.env.MALLOC_ARENA_MAX,
     pid: process.pid,
     onFatal: (code, message) => {
       process.stderr.write(`switchyard: ${code}: ${code === 'LISTEN_FAILED' ? explainBindFailure(config, message) : message}\n`);

@@ -70,6 +70,8 @@ export interface PrimaryOptions {
   drainGraceMs: number;
   /** The Node.js flags of this process: children get them too, then cluster.child_node_args. */
   execArgv: readonly string[];
+  /** MALLOC_ARENA_MAX of this process's environment, if set: the children get it in place of the default. */
+  mallocArenaMax?: string;
   /** A child could not start before the cluster was ever ready: the process should exit 1. */
   onFatal: (code: string, message: string) => void;
   /** This process's id, for the metric series kept apart per process (`switchyard_memory_bound_bytes{pid}`); 0 when unset. */
@@ -188,7 +190,7 @@ export class Primary {
 
   private fork(slot: Slot): void {
     const bootstrap: ChildBootstrap = { ...this.bootstrap, index: slot.index };
-    const worker = cluster.fork({ [CHILD_BOOTSTRAP_ENV]: JSON.stringify(bootstrap), MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? CHILD_MALLOC_ARENA_MAX });
+    const worker = cluster.fork({ [CHILD_BOOTSTRAP_ENV]: JSON.stringify(bootstrap), MALLOC_ARENA_MAX: this.options.mallocArenaMax ?? CHILD_MALLOC_ARENA_MAX });
     const channel = channelOf(worker);
     slot.worker = worker;
     slot.channel = channel;

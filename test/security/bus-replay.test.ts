@@ -38,14 +38,15 @@ describe('bus replay: a dead node cannot be brought back by replaying its messag
     await redis?.stop();
   });
 
-  it('refuses the replayed snapshot and heartbeats, counts them, and lets another worker take the path', async () => {
+  it('refuses the replayed snapshot and deltas, counts them, and lets another worker take the path', async () => {
     const victim = await RawWorker.connect((nodeB as EngineHandle).workerUrl);
     victim.route('victim::fn', 'GET', '/victim');
     victim.serve('victim::fn', () => ({ status_code: 200, body: { from: 'b' } }));
     await victim.sync();
     await waitUntil(async () => (await http(`${nodeA.httpUrl}/victim`)).status === 200, 20_000, 'node A to serve /victim through node B');
-    // What the attacker captured: node B's announcements, including a snapshot with the route.
-    await waitUntil(() => captured.some((t) => t.includes('"heartbeat"') && t.includes('"node-b/')), 10_000, 'a heartbeat of node B captured');
+    // What the attacker captured: everything node B published, its snapshot and the delta with the route
+    // (nodes no longer announce their versions; heartbeats of earlier builds are sealed the same way).
+    await waitUntil(() => captured.some((t) => t.includes('"delta"') && t.includes('"node-b/') && t.includes('victim::fn')), 10_000, "node B's delta with the route captured");
     const fromB = captured.filter((t) => t.includes('"node-b/'));
     expect(fromB.some((t) => t.includes('"snapshot"'))).toBe(true);
 
