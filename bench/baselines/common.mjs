@@ -24,6 +24,12 @@ const MIDDLEWARE = process.env.MIDDLEWARE === '1';
  * per request; flags 00, so the SDK records nothing). Default: OpenTelemetry off, no trace context.
  */
 const WORKER_OTEL = process.env.WORKER_OTEL === 'true';
+/**
+ * TRACEPARENT=1: every invocation carries the unsampled traceparent even with the worker's
+ * OpenTelemetry off, as an engine sends it whatever the worker does with it (the SDK echoes it in its
+ * result).
+ */
+const SEND_TRACEPARENT = WORKER_OTEL || process.env.TRACEPARENT === '1';
 let traceSeq = 0;
 const traceparent = () => {
   const id = (++traceSeq).toString(16).padStart(16, '0');
@@ -72,7 +78,7 @@ export async function startWorker() {
   const invoke = (functionId, dataJson, done) => {
     const id = String(++lastId);
     pending.set(id, done);
-    ws.send(`{"type":"invokefunction","invocation_id":"${id}","function_id":"${functionId}"${WORKER_OTEL ? traceparent() : ''},"data":${dataJson}}`);
+    ws.send(`{"type":"invokefunction","invocation_id":"${id}","function_id":"${functionId}"${SEND_TRACEPARENT ? traceparent() : ''},"data":${dataJson}}`);
   };
   await allRegistered;
   await new Promise((resolve) => invoke('bench::f0', '{}', resolve));
