@@ -56,17 +56,18 @@ async function download(url: string): Promise<number> {
   return bytes / 1024 / 1024 / ((performance.now() - started) / 1000);
 }
 
-async function upload(url: string): Promise<number> {
+/** One streamed upload of `bytes` in 64 KiB chunks; MiB per second. Also used by bench/upload-heap.ts. */
+export async function upload(url: string, bytes = TRANSFER_BYTES): Promise<number> {
   const started = performance.now();
   const body = Readable.from(
     (function* () {
-      for (let sent = 0; sent < TRANSFER_BYTES; sent += CHUNK.length) yield CHUNK;
+      for (let sent = 0; sent < bytes; sent += CHUNK.length) yield CHUNK;
     })(),
   );
   const res = await request(url, { method: 'POST', body, headers: { 'content-type': 'application/octet-stream' }, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const answer = (await res.body.json()) as { received: number };
-  if (answer.received !== TRANSFER_BYTES) throw new Error(`upload delivered ${answer.received} of ${TRANSFER_BYTES} bytes`);
-  return TRANSFER_BYTES / 1024 / 1024 / ((performance.now() - started) / 1000);
+  if (answer.received !== bytes) throw new Error(`upload delivered ${answer.received} of ${bytes} bytes`);
+  return bytes / 1024 / 1024 / ((performance.now() - started) / 1000);
 }
 
 /** Reads an SSE response; each event's data is the time the worker wrote it. */
@@ -89,8 +90,12 @@ const percentile = (values: number[], p: number): number => {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? Number.NaN;
 };
 
-async function startEngineWithStreamWorker(): Promise<{ engine: EngineHandle; worker: ManagedProcess; child: number; stop(): Promise<void> }> {
-  const engine = await startEngine({ cluster: { processes: 1 }, logLevel: 'warn', api: { concurrency_request_limit: 4096 } });
+/**
+ * One engine process with the stream worker, its routes served. `childNodeArgs` replaces the
+ * children's default V8 flags (bench/upload-heap.ts); without it the engine's default applies.
+ */
+export async function startEngineWithStreamWorker(childNodeArgs?: string[]): Promise<{ engine: EngineHandle; worker: ManagedProcess; child: number; stop(): Promise<void> }> {
+  const engine = await startEngine({ cluster: { processes: 1, ...(childNodeArgs === undefined ? {} : { child_node_args: childNodeArgs }) }, logLevel: 'warn', api: { concurrency_request_limit: 4096 } });
   const worker = spawnManaged(process.execPath, [join(WORKERS_DIR, 'stream-worker.mjs')], { ...process.env, OTEL_ENABLED: 'false', III_URL: engine.workerUrl });
   const stop = async (): Promise<void> => {
     await stopProcess(worker, 'SIGTERM', 3000);
