@@ -11,9 +11,9 @@ import { baselineResource } from '../lib/subjects.js';
  * Switchyard's extensions (`request_id`, `ip`, the request id header); and Switchyard's frame to a
  * worker started with III_DISABLE_TRACE_PAYLOADS=1 (the SDK's switch for the span payload it
  * serialises on every call, channel objects included). With the worker's OpenTelemetry off, as issue
- * 26's point 2 runs it, (2)'s own frame against Switchyard's frame and traceparent. No engine: the worker's CPU per request
- * ("+ workers") is what each part of the frame costs it. No target: these rows price, they do not
- * judge.
+ * 26's point 2 runs it, (2)'s own frame against Switchyard's frame and traceparent. No engine: the
+ * worker's CPU per request ("+ workers") is what each part of the frame costs it. No target: these
+ * rows price, they do not judge.
  */
 export function workerFrame(): LoadGroup {
   const sdk = { WORKER: 'sdk', WORKER_OTEL: 'true' };
