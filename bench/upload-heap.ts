@@ -9,10 +9,11 @@
  *   npx tsx bench/upload-heap.ts [--uploads N] [--mib N] -- <child node flags…>
  *   npx tsx bench/upload-heap.ts -- --heap-growing-percent=50 --min-semi-space-size=16 --max-semi-space-size=16 --trace-gc
  *
- * The flags after `--` replace `cluster.child_node_args` (the engine's default is not added to them).
+ * The flags after `--` replace `cluster.child_node_args` (the engine's default is not added to them);
+ * without `--` the children start with the engine's default.
  * Used for issue 26's point 5 (docs/performance.md, "what the garbage collector costs an upload").
  */
-import { readFileSync } from 'node:fs';
+import { cpuTicks } from '../test/support/proc.js';
 import { startEngineWithStreamWorker, upload } from './scenarios/streaming.js';
 
 const argv = process.argv.slice(2);
@@ -27,23 +28,18 @@ const uploads = option('--uploads', 7);
 const mib = option('--mib', 256);
 const WARM_UP = 2;
 
-/** utime and stime of a process, in clock ticks (10 ms each). */
-function ticks(pid: number): { user: number; system: number } {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return { user: Number(fields[11]), system: Number(fields[12]) };
-}
-
-const subject = await startEngineWithStreamWorker(childArgs);
+// Without `--` the children keep the engine's default flags.
+const subject = await startEngineWithStreamWorker(split === -1 ? undefined : childArgs);
 const { engine, worker, child } = subject;
 try {
   const workerPid = worker.child.pid as number;
   const perMib = (ticksSpent: number): string => ((ticksSpent * 10) / mib).toFixed(2);
-  console.log(`child flags: ${childArgs.join(' ') || '(none)'}; ${uploads} uploads of ${mib} MiB, the first ${WARM_UP} not printed`);
+  console.log(`child flags: ${split === -1 ? "the engine's default" : childArgs.join(' ') || '(none)'}; ${uploads} uploads of ${mib} MiB, the first ${WARM_UP} not printed`);
   for (let i = 0; i < uploads; i++) {
     const lines = engine.stdout.lines.length;
-    const [c0, w0] = [ticks(child), ticks(workerPid)];
+    const [c0, w0] = [cpuTicks(child), cpuTicks(workerPid)];
     const rate = await upload(`${engine.httpUrl}/bench/upload`, mib * 1024 * 1024);
-    const [c1, w1] = [ticks(child), ticks(workerPid)];
+    const [c1, w1] = [cpuTicks(child), cpuTicks(workerPid)];
     if (i < WARM_UP) continue;
     // The engine's output reaches the harness a little after the upload's answer.
     await new Promise((r) => setTimeout(r, 200));

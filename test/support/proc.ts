@@ -38,6 +38,12 @@ export function cpuNs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 1e7; // utime + stime, 100 ticks per second
 }
 
+/** User and system CPU time of `pid` in clock ticks (utime, stime of /proc/<pid>/stat; 100 a second); NaN once gone. */
+export function cpuTicks(pid: number): { user: number; system: number } {
+  const fields = statFields(pid);
+  return fields === undefined ? { user: Number.NaN, system: Number.NaN } : { user: Number(fields[11]), system: Number(fields[12]) };
+}
+
 /** read + write system calls `pid` has made so far (/proc/<pid>/io syscr + syscw); NaN once gone. */
 export function syscalls(pid: number): number {
   try {
