@@ -45,6 +45,7 @@ import type { Tracing } from './observability/tracing.js';
 import { createTracing } from './observability/tracing.js';
 import { ModuleHost } from './modules/module-host.js';
 import type { IpcChannel } from './bus/ipc-channel.js';
+import type { StreamHeapGrowth } from './http/stream-heap.js';
 import type { MemoryBound } from './workers/memory-bound.js';
 import { engineMemoryBound } from './workers/memory-bound.js';
 
@@ -74,6 +75,11 @@ export interface EngineOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** A cluster child's IPC link to the primary, which holds embedded module stores (docs/modules.md). */
   primary?: IpcChannel;
+  /**
+   * Raises the process's V8 heap growing factor while large bodies stream (src/http/stream-heap.ts):
+   * a cluster child's, whose V8 flags the engine set; an engine in a process of its own has none.
+   */
+  streamHeap?: StreamHeapGrowth;
   /** The process's id, for the metric series kept apart per process (`switchyard_memory_bound_bytes{pid}`); 0 when unset. */
   pid?: number;
 }
@@ -193,6 +199,7 @@ export class Engine {
       routeWorkers: () => routeWorkerCounts(this.table.current(), this.table.snapshotsHeld()),
       busSynced: () => this.busSynced(),
       memoryBoundBytes: () => this.memoryBound().bytes,
+      streamsHoldingHeap: () => options.streamHeap?.streams ?? 0,
       pid: options.pid ?? 0,
     });
     this.tracing = createTracing(config.observability, logger.child({ module: 'tracing' }), this.metrics);
@@ -310,6 +317,7 @@ export class Engine {
       metrics: this.metrics,
       channels: this.channels,
       tracing: this.tracing,
+      ...(options.streamHeap === undefined ? {} : { streamHeap: options.streamHeap }),
       ...(options.servedByHeader === true ? { servedBy: this.hub.ownerId } : {}),
     });
     this.httpServer = new HttpServer(config.api, this.pipeline, logger.child({ module: 'http' }));

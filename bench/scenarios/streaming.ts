@@ -47,13 +47,14 @@ async function timed(subject: Subject, measure: (url: string) => Promise<number>
   return { mbs, cpuMsPerMib: (after - before) / 1e6 / (TRANSFER_BYTES / 1024 / 1024) };
 }
 
-async function download(url: string): Promise<number> {
+/** One streamed download of `bytes` (the route's `?bytes=`); MiB per second. Also used by bench/upload-heap.ts. */
+export async function download(url: string, bytes = TRANSFER_BYTES): Promise<number> {
   const started = performance.now();
   const res = await request(url, { headersTimeout: 60_000, bodyTimeout: 60_000 });
-  let bytes = 0;
-  for await (const chunk of res.body) bytes += (chunk as Buffer).length;
-  if (bytes !== TRANSFER_BYTES) throw new Error(`download got ${bytes} of ${TRANSFER_BYTES} bytes`);
-  return bytes / 1024 / 1024 / ((performance.now() - started) / 1000);
+  let received = 0;
+  for await (const chunk of res.body) received += (chunk as Buffer).length;
+  if (received !== bytes) throw new Error(`download got ${received} of ${bytes} bytes`);
+  return received / 1024 / 1024 / ((performance.now() - started) / 1000);
 }
 
 /** One streamed upload of `bytes` in 64 KiB chunks; MiB per second. Also used by bench/upload-heap.ts. */
@@ -92,10 +93,19 @@ const percentile = (values: number[], p: number): number => {
 
 /**
  * One engine process with the stream worker, its routes served. `childNodeArgs` replaces the
- * children's default V8 flags (bench/upload-heap.ts); without it the engine's default applies.
+ * children's default V8 flags (bench/upload-heap.ts); without it the engine's default applies. So does
+ * `streamHeapGrowingPercent` for cluster.stream_heap_growing_percent.
  */
-export async function startEngineWithStreamWorker(childNodeArgs?: string[]): Promise<{ engine: EngineHandle; worker: ManagedProcess; child: number; stop(): Promise<void> }> {
-  const engine = await startEngine({ cluster: { processes: 1, ...(childNodeArgs === undefined ? {} : { child_node_args: childNodeArgs }) }, logLevel: 'warn', api: { concurrency_request_limit: 4096 } });
+export async function startEngineWithStreamWorker(
+  childNodeArgs?: string[],
+  streamHeapGrowingPercent?: number,
+): Promise<{ engine: EngineHandle; worker: ManagedProcess; child: number; stop(): Promise<void> }> {
+  const cluster = {
+    processes: 1,
+    ...(childNodeArgs === undefined ? {} : { child_node_args: childNodeArgs }),
+    ...(streamHeapGrowingPercent === undefined ? {} : { stream_heap_growing_percent: streamHeapGrowingPercent }),
+  };
+  const engine = await startEngine({ cluster, logLevel: 'warn', api: { concurrency_request_limit: 4096 } });
   const worker = spawnManaged(process.execPath, [join(WORKERS_DIR, 'stream-worker.mjs')], { ...process.env, OTEL_ENABLED: 'false', III_URL: engine.workerUrl });
   const stop = async (): Promise<void> => {
     await stopProcess(worker, 'SIGTERM', 3000);

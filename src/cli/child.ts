@@ -27,6 +27,7 @@ export async function runChild(bootstrap: ChildBootstrap, rootLogger: Logger): P
     servedByHeader: process.env.SWITCHYARD_SERVED_BY_HEADER === '1',
     env: process.env,
     pid: process.pid,
+    execArgv: process.execArgv,
   });
   const logger = child.log;
   let exiting = false;

@@ -394,6 +394,7 @@ function toClusterConfig(cluster: ClusterModuleInput): ClusterConfig {
     heartbeatMs: cluster.heartbeat_ms,
     leaseMs: cluster.lease_ms,
     childNodeArgs: cluster.child_node_args,
+    streamHeapGrowingPercent: cluster.stream_heap_growing_percent,
   };
 }
 

@@ -382,6 +382,14 @@ export const clusterModuleSchema = z
       .describe(
         'Node.js and V8 flags for the engine processes, after the primary\'s own. The default lets the old generation grow to 1.5 times its live size before a full GC (V8 allows up to 4 times under load), which keeps a child under 150 MB of RSS with 64 KiB bodies at about the same throughput (docs/performance.md), and fixes the young generation at V8\'s own maximum (two 16 MiB semi-spaces) so that a child\'s RSS does not jump by up to 26 MB either way as V8 resizes it (docs/operations.md); `[]` keeps V8\'s defaults',
       ),
+    stream_heap_growing_percent: z
+      .int()
+      .min(0)
+      .max(1000)
+      .default(200)
+      .describe(
+        'While a request\'s streamed upload or streamed response has moved more than 1 MiB, the engine process serving it lets V8\'s old generation grow to (100 + this) percent of its live size before a full GC, and goes back to its own `--heap-growing-percent` when the last such stream ends: at the default 50 a 1 GiB transfer triggers a full GC every 16–23 MiB (docs/operations.md#memory). 0 turns it off; it does nothing when `child_node_args` sets no `--heap-growing-percent`, or one at least this high',
+      ),
   })
   .refine((cluster) => cluster.redis_url === undefined || cluster.redis_url === '' || (cluster.secret ?? '') !== '', {
     path: ['secret'],

@@ -141,6 +141,8 @@ export interface ClusterConfig {
   leaseMs: number;
   /** Node.js/V8 flags for the children, after the primary's own execArgv. */
   childNodeArgs: readonly string[];
+  /** A child's V8 heap growing percent while a streamed upload past 1 MiB is read; 0: never raised. */
+  streamHeapGrowingPercent: number;
 }
 
 /** iii's other modules (docs/modules.md), by their names in the `workers:` list. */

@@ -20,6 +20,7 @@ import { resolveRequestId } from './request-id.js';
 import type { ChannelRegistry } from '../channels/channel-registry.js';
 import type { HandlerAnswer } from './request-channels.js';
 import { RequestChannels } from './request-channels.js';
+import type { StreamHeapGrowth } from './stream-heap.js';
 import type { StreamEnd } from './response-stream.js';
 import type { HttpReply } from './response.js';
 import { errorReply, writeReply } from './response.js';
@@ -40,6 +41,8 @@ export interface PipelineDeps {
   servedBy?: string;
   /** Spans and the trace context handed to workers (docs/observability.md); default: pass-through. */
   tracing?: Tracing;
+  /** Raises the process's heap growing factor while large bodies stream (engine children only). */
+  streamHeap?: StreamHeapGrowth;
 }
 
 /**
@@ -304,7 +307,7 @@ export class HttpPipeline {
       return endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest), options)).then((outcome) => ({ kind: 'outcome', outcome }));
     }
     const headOnly = state.req.method === 'HEAD';
-    const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes);
+    const channels = new RequestChannels(registry, state.bodySource, state.res, state.engineHeaders, headOnly, this.config.streamBodyLimitBytes, this.deps.streamHeap);
     // The call names its channels: data on them keeps a worker busy streaming from being dropped as frozen.
     options.channels = channels.ids;
     return channels.answer(endedWith(span, this.deps.invoker.invoke(functionId, apiRequestData(apiRequest, channels.refsJson()), options)), state.deadline);

@@ -6,6 +6,8 @@ import type { InvocationOutcome } from '../invocation/invoker.js';
 import type { StreamEnd, StreamStart } from './response-stream.js';
 import { ResponseStream } from './response-stream.js';
 import { randomUuid } from '../random-ids.js';
+import type { StreamHeapGrowth } from './stream-heap.js';
+import { STREAM_HEAP_THRESHOLD_BYTES } from './stream-heap.js';
 
 /**
  * The two channels iii gives every HTTP handler (docs/streaming.md): `request_body`, which the engine
@@ -62,6 +64,8 @@ export class RequestChannels implements ChannelMaker {
   private closed = false;
   /** The whole body reached the channel (the connection can be reused). */
   private bodyConsumed = false;
+  /** Lets go of the raised heap growing factor, while this request's upload holds it. */
+  private heapHold: (() => void) | undefined;
 
   constructor(
     private readonly registry: ChannelRegistry,
@@ -71,6 +75,8 @@ export class RequestChannels implements ChannelMaker {
     private readonly headOnly: boolean,
     /** The stream_body_limit; 0 is none. */
     private readonly maxStreamedBytes: number,
+    /** Raises the process's heap growing factor while a large upload or response streams (stream-heap.ts). */
+    private readonly streamHeap?: StreamHeapGrowth,
   ) {
     // One key for both: whoever holds one ref of this request holds the other.
     this.key = randomUuid();
@@ -187,6 +193,7 @@ export class RequestChannels implements ChannelMaker {
       this.registry.release(this.reservation, this.responseId);
       this.giveReservedBytes();
     }
+    this.releaseHeap();
     this.requestBody?.destroy(reason);
     if (this.stream === undefined || !this.stream.isStreaming) this.response?.destroy(reason);
   }
@@ -206,7 +213,7 @@ export class RequestChannels implements ChannelMaker {
 
   private makeResponse(id: string): Channel {
     const response = this.registry.create({}, this.key, id);
-    const stream = new ResponseStream(this.res, this.engineHeaders, this.headOnly);
+    const stream = new ResponseStream(this.res, this.engineHeaders, this.headOnly, this.streamHeap);
     const feedback = response.attachReader(stream);
     if (feedback !== undefined) stream.bind(feedback);
     this.response = response;
@@ -260,14 +267,39 @@ export class RequestChannels implements ChannelMaker {
       return;
     }
     const { req } = source;
-    req.on('data', (chunk: Buffer) => input.push(chunk, true));
+    const heap = this.streamHeap;
+    // Counted until the upload passes the threshold; from then on it holds the raised factor.
+    let counted = heap === undefined ? Number.NEGATIVE_INFINITY : 0;
+    req.on('data', (chunk: Buffer) => {
+      if (counted >= 0 && (counted += chunk.length) >= STREAM_HEAP_THRESHOLD_BYTES) {
+        counted = Number.NEGATIVE_INFINITY;
+        if (!this.closed) {
+          this.heapHold = (heap as StreamHeapGrowth).hold();
+          req.once('close', this.releaseHeap);
+        }
+      }
+      input.push(chunk, true);
+    });
     req.once('end', () => {
       this.bodyConsumed = true;
+      this.releaseHeap();
       input.end('complete', 'stream_complete');
     });
-    req.once('aborted', () => input.end('aborted', 'the HTTP client went away during the upload'));
-    req.once('error', () => input.end('aborted', 'the HTTP request failed during the upload'));
+    req.once('aborted', () => {
+      this.releaseHeap();
+      input.end('aborted', 'the HTTP client went away during the upload');
+    });
+    req.once('error', () => {
+      this.releaseHeap();
+      input.end('aborted', 'the HTTP request failed during the upload');
+    });
   }
+
+  private readonly releaseHeap = (): void => {
+    const release = this.heapHold;
+    this.heapHold = undefined;
+    release?.();
+  };
 }
 
 /** The promise's value, or undefined once `ms` passed first (the timer is cleared either way). */

@@ -1,6 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import type { ChannelEndStatus, ChannelReader, ReaderFeedback } from '../channels/channel.js';
 import { addResponseHeader } from './response.js';
+import type { StreamHeapGrowth } from './stream-heap.js';
+import { STREAM_HEAP_THRESHOLD_BYTES } from './stream-heap.js';
 
 /**
  * The engine's reading end of a handler's `response` channel (docs/streaming.md#responses): text items
@@ -31,13 +33,19 @@ export class ResponseStream implements ChannelReader {
   private endedWith: StreamEnd | undefined;
   private endedPromise: Promise<StreamEnd> | undefined;
   readonly started: Promise<StreamStart>;
+  /** Body bytes counted until the threshold; then negative, and `heapHold` lets go of the raised factor. */
+  private counted = 0;
+  private heapHold: (() => void) | undefined;
 
   constructor(
     private readonly res: ServerResponse,
     /** Headers the engine adds to every response (request id, CORS, served-by). */
     private readonly engineHeaders: Record<string, string>,
     private readonly headOnly: boolean,
+    /** Raises the process's heap growing factor while a large response streams (stream-heap.ts). */
+    private readonly heap?: StreamHeapGrowth,
   ) {
+    if (heap === undefined) this.counted = Number.NEGATIVE_INFINITY;
     this.started = new Promise((resolve) => {
       this.resolveStart = resolve;
     });
@@ -77,6 +85,10 @@ export class ResponseStream implements ChannelReader {
     if (this.headOnly || this.res.destroyed) {
       flushed();
       return true;
+    }
+    if (this.counted >= 0 && (this.counted += data.length) >= STREAM_HEAP_THRESHOLD_BYTES) {
+      this.counted = Number.NEGATIVE_INFINITY;
+      this.heapHold = (this.heap as StreamHeapGrowth).hold();
     }
     if (this.res.write(data, () => flushed())) return true;
     this.res.once('drain', () => this.feedback?.drained());
@@ -121,6 +133,9 @@ export class ResponseStream implements ChannelReader {
   private finish(complete: boolean, reason: string): void {
     if (this.state === 'ended') return;
     this.state = 'ended';
+    const release = this.heapHold;
+    this.heapHold = undefined;
+    release?.();
     if (complete) this.res.end();
     else this.res.destroy();
     if (!complete) this.feedback?.gone(reason);

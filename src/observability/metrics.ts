@@ -37,6 +37,8 @@ export interface MetricSources {
   busSynced(): boolean;
   /** This process's memory bound at the cluster's current size (src/workers/memory-bound.ts). */
   memoryBoundBytes(): number;
+  /** Streamed bodies holding this process's raised heap growing factor (src/http/upload-heap.ts). */
+  streamsHoldingHeap(): number;
   /** This process's id: the label that keeps its memory bound apart from the other processes' once the primary sums them. */
   pid: number;
 }
@@ -187,6 +189,14 @@ export class EngineMetrics {
       labelNames: ['phase', 'outcome'],
       buckets: LATENCY_BUCKETS,
       registers,
+    });
+    new Gauge({
+      name: 'switchyard_streams_heap_raised',
+      help: 'Streamed request or response bodies past 1 MiB holding their process\'s raised heap growing factor (cluster.stream_heap_growing_percent)',
+      registers,
+      collect() {
+        this.set(sources.streamsHoldingHeap());
+      },
     });
     new Gauge({ name: 'switchyard_channels_open', help: 'Streaming channels held by this process (request bodies, responses, worker-to-worker)', registers, collect() { this.set(sources.openChannels()); } });
     new Gauge({

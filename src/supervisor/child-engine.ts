@@ -12,6 +12,7 @@ import type { EngineConfig } from '../config/types.js';
 import { Engine } from '../engine.js';
 import type { AdminAnswerMessage, ChildBootstrap, ChildFatalMessage, ChildStatusMessage } from './child-messages.js';
 import { isAdminQuery, isShutdown } from './child-messages.js';
+import { StreamHeapGrowth } from '../http/stream-heap.js';
 
 const STATUS_POLL_MS = 250;
 /**
@@ -65,6 +66,8 @@ export interface ChildEngineOptions {
   servedByHeader: boolean;
   /** The process environment: HTTP-invoked functions read their auth secrets from it. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** This process's Node.js and V8 flags (`process.execArgv`): the heap growing factor an upload may raise. */
+  execArgv?: readonly string[];
   /** This process's id: labels the series that must stay apart once the primary sums the children's metrics. */
   pid?: number;
 }
@@ -126,6 +129,7 @@ export class ChildEngine {
       logger: this.logger,
       servedByHeader: this.options.servedByHeader,
       ...(this.options.pid === undefined ? {} : { pid: this.options.pid }),
+      ...streamHeapOption(config.cluster.streamHeapGrowingPercent, this.options.execArgv),
       ...(this.options.env === undefined ? {} : { env: this.options.env }),
       primary: this.options.channel,
       cluster: {
@@ -218,4 +222,10 @@ export class ChildEngine {
     const status: ChildStatusMessage = { sy: 'status', index: this.bootstrap.index, peerId: this.identity.peerId, ready, busSynced, ports: this.ports, workers, routes };
     this.options.channel.send(status);
   }
+}
+
+/** The engine option that raises the child's heap growing factor during large uploads, when it applies. */
+function streamHeapOption(raisedPercent: number, execArgv: readonly string[] | undefined): { streamHeap?: StreamHeapGrowth } {
+  const control = execArgv === undefined ? undefined : StreamHeapGrowth.forProcess(raisedPercent, execArgv);
+  return control === undefined ? {} : { streamHeap: control };
 }

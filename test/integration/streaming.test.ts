@@ -103,6 +103,14 @@ afterAll(async () => {
 
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
+/** A gauge of /metrics, summed over its series (the primary sums its children's). */
+async function gauge(engine: EngineHandle, name: string): Promise<number> {
+  const text = await (await request(`${engine.adminUrl}/metrics`)).body.text();
+  let total = 0;
+  for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) total += Number(line.split(' ').pop());
+  return total;
+}
+
 /** Sums a counter of /metrics over its label sets matching `labels`. */
 async function counter(engine: EngineHandle, name: string, labels: string): Promise<number> {
   const text = await (await request(`${engine.adminUrl}/metrics`)).body.text();
@@ -310,6 +318,35 @@ describe.each(TOPOLOGIES)('streaming over iii channels: $name', (topologyCase) =
     socket.destroy();
     await waitUntil(async () => (await last()).state !== 'reading', 10_000, 'the handler seeing the upload end');
     expect((await last()).state).toBe('error');
+  });
+
+  it('raises the serving process\'s heap growing factor while an upload or a download past 1 MiB streams, and sets it back after', async () => {
+    const url = topology.httpUrls[0] as string;
+    // Every process of every engine: the gauge is 1 on the process serving the request, 0 elsewhere.
+    const raised = async (): Promise<number> => {
+      let total = 0;
+      for (const engine of topology.engines) total += await gauge(engine, 'switchyard_streams_heap_raised');
+      return total;
+    };
+    expect(await raised()).toBe(0);
+    // An upload held open past 2 MiB of its 10 MiB.
+    const { port } = new URL(url);
+    const socket = connect(Number(port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write(`POST /test/upload/watch HTTP/1.1\r\nHost: x\r\ncontent-type: application/octet-stream\r\ncontent-length: ${10 * 1024 * 1024}\r\n\r\n`);
+    socket.write(Buffer.alloc(2 * 1024 * 1024, 1));
+    await waitUntil(async () => (await raised()) === 1, 10_000, 'the upload to hold the raised factor');
+    socket.destroy();
+    await waitUntil(async () => (await raised()) === 0, 10_000, 'the factor set back after the upload');
+    // A download of 16 MiB whose client reads its first piece and then nothing: the engine has written
+    // more than 1 MiB into its response before the client's back-pressure stops the worker.
+    const controller = new AbortController();
+    const res = await request(`${url}/test/download/generated?bytes=${16 * 1024 * 1024}`, { signal: controller.signal });
+    res.body.on('error', () => undefined);
+    await res.body[Symbol.asyncIterator]().next();
+    await waitUntil(async () => (await raised()) === 1, 10_000, 'the download to hold the raised factor');
+    controller.abort();
+    await waitUntil(async () => (await raised()) === 0, 10_000, 'the factor set back after the download');
   });
 
   it('truncates the response at once when the worker dies mid-stream, then serves again once it is back', async () => {

@@ -72,6 +72,7 @@ const DEFAULTS: EngineConfig = {
     heartbeatMs: 1000,
     leaseMs: 5000,
     childNodeArgs: ['--heap-growing-percent=50', '--min-semi-space-size=16', '--max-semi-space-size=16'],
+    streamHeapGrowingPercent: 200,
   },
   observability: {},
   httpFunctions: { urlAllowlist: ['*'], blockPrivateIps: true, requireHttps: true },
@@ -86,7 +87,7 @@ describe('defaults', () => {
     expect(Object.keys(config.api)).not.toContain('cors');
     expect(Object.keys(config.api)).not.toContain('notFoundFunction');
     expect(Object.keys(config.workers)).not.toContain('authToken');
-    expect(Object.keys(config.cluster)).toEqual(['processes', 'name', 'heartbeatMs', 'leaseMs', 'childNodeArgs']);
+    expect(Object.keys(config.cluster)).toEqual(['processes', 'name', 'heartbeatMs', 'leaseMs', 'childNodeArgs', 'streamHeapGrowingPercent']);
   });
 
   it('an empty object, empty module list and null module config all give the defaults', () => {
@@ -287,6 +288,7 @@ describe('other modules', () => {
         heartbeat_ms: 250,
         lease_ms: 251,
         child_node_args: ['--max-old-space-size=512'],
+        stream_heap_growing_percent: 0,
       }),
     );
     expect(config.cluster).toStrictEqual({
@@ -299,6 +301,7 @@ describe('other modules', () => {
       heartbeatMs: 250,
       leaseMs: 251,
       childNodeArgs: ['--max-old-space-size=512'],
+      streamHeapGrowingPercent: 0,
     });
     expect(parseConfig(withModule(CLUSTER, { child_node_args: [] })).cluster.childNodeArgs).toEqual([]);
     expect(parseConfig(withModule(CLUSTER, { node_id: '', secret: '' })).cluster).toStrictEqual(DEFAULTS.cluster);

@@ -4,7 +4,7 @@ import { EngineMetrics } from '../../src/observability/metrics.js';
 import { mergeExpositions } from '../../src/observability/cluster-metrics.js';
 import { ModuleMetrics } from '../../src/modules/module-metrics.js';
 
-const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true, memoryBoundBytes: () => 0, pid: 0 };
+const sources = { connectedWorkers: () => 0, localFunctions: () => 0, routes: () => 0, tableVersion: () => 0, inFlight: () => 0, openChannels: () => 0, channelBufferedBytes: () => 0, partialFrameBytes: () => 0, queuedBytes: () => 0, callBytes: () => 0, telemetrySockets: () => 0, clusterWorkers: () => 0, routeWorkers: () => [], busSynced: () => true, memoryBoundBytes: () => 0, streamsHoldingHeap: () => 0, pid: 0 };
 
 /** Sample lines of `name` (counter or histogram series) that carry `route="<route>"`. */
 async function linesFor(metrics: EngineMetrics, route: string): Promise<string[]> {
