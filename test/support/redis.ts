@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import type { Server, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -52,22 +52,56 @@ function findRedisServer(): string {
   throw new Error('redis-server is not on PATH: the Redis integration tests need a real Redis: run scripts/prerequisites.sh (README, Quick start)');
 }
 
-/** Ports this process has handed out: never the same one twice (setups started in parallel). */
-const handedOut = new Set<number>();
+/**
+ * Ports for test setups come from below the kernel's ephemeral range (/proc/sys/net/ipv4/
+ * ip_local_port_range), where no process binding port 0 and no outgoing connection is given one: a
+ * port picked by listening on 0 could be handed to another test's port-0 listener between the pick
+ * and the engine's bind (seen: a tenant listener's bind failing with EADDRINUSE in CI). Each vitest
+ * worker (VITEST_POOL_ID) takes its own slice, so two workers never pick the same port; any other
+ * process a slice from its pid. Within a slice ports go round in turn, each checked free by a listen.
+ */
+const FIRST_TEST_PORT = 10_000;
+const PORTS_PER_SLICE = 1_000;
 
-/** A port that was free a moment ago (listen on 0, read it, close), never handed out before here. Never 6379. */
-export async function freePort(): Promise<number> {
-  for (;;) {
-    const server = createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const address = server.address();
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > FIRST_TEST_PORT ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+const sliceFirst = ((): number => {
+  const slices = Math.max(1, Math.floor((ephemeralLow() - FIRST_TEST_PORT) / PORTS_PER_SLICE));
+  const pool = Number(process.env.VITEST_POOL_ID);
+  // Pool ids are 1..maxWorkers; other processes share the slices above the first eight.
+  const index = Number.isInteger(pool) && pool > 0 ? (pool - 1) % slices : slices > 8 ? 8 + (process.pid % (slices - 8)) : process.pid % slices;
+  return FIRST_TEST_PORT + index * PORTS_PER_SLICE;
+})();
+let cursor = Math.floor(Math.random() * PORTS_PER_SLICE);
+
+/** Whether nothing listens on 127.0.0.1:`port` (nor on every address) now. */
+async function canListen(port: number): Promise<boolean> {
+  const server = createServer();
+  const listened = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (listened) {
     server.close();
     await once(server, 'close');
-    if (address === null || typeof address !== 'object' || address.port === MACHINE_REDIS_PORT || handedOut.has(address.port)) continue;
-    handedOut.add(address.port);
-    return address.port;
   }
+  return listened;
+}
+
+/** A port that was free a moment ago, from this process's slice below the ephemeral range. Never 6379. */
+export async function freePort(): Promise<number> {
+  for (let tried = 0; tried < PORTS_PER_SLICE; tried++) {
+    const port = sliceFirst + (cursor++ % PORTS_PER_SLICE);
+    if (port !== MACHINE_REDIS_PORT && (await canListen(port))) return port;
+  }
+  throw new Error(`no free port in ${sliceFirst}-${sliceFirst + PORTS_PER_SLICE - 1}`);
 }
 
 function encodeCommand(args: readonly string[]): string {
