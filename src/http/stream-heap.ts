@@ -8,7 +8,7 @@ import { setFlagsFromString } from 'node:v8';
  * RSS stays small under many mid-sized bodies. A streamed body allocates buffers outside V8's heap for
  * every piece it moves (an upload: the guarded socket read and Node's copy of each body piece; a
  * download: each WebSocket message from the worker), and at that factor V8 answers with a full
- * collection every 16–23 MiB. While at least one request's upload or streamed response has moved
+ * collection every 14–23 MiB. While at least one request's upload or streamed response has moved
  * more than `STREAM_HEAP_THRESHOLD_BYTES`, the child runs with the raised factor; when the last one
  * ends it goes back to its own. V8 reads the factor each time it recomputes its heap limits (after a
  * full collection), so a change takes effect from the next one on.

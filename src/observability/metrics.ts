@@ -37,7 +37,7 @@ export interface MetricSources {
   busSynced(): boolean;
   /** This process's memory bound at the cluster's current size (src/workers/memory-bound.ts). */
   memoryBoundBytes(): number;
-  /** Streamed bodies holding this process's raised heap growing factor (src/http/upload-heap.ts). */
+  /** Streamed bodies holding this process's raised heap growing factor (src/http/stream-heap.ts). */
   streamsHoldingHeap(): number;
   /** This process's id: the label that keeps its memory bound apart from the other processes' once the primary sums them. */
   pid: number;

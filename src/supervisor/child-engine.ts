@@ -66,7 +66,7 @@ export interface ChildEngineOptions {
   servedByHeader: boolean;
   /** The process environment: HTTP-invoked functions read their auth secrets from it. */
   env?: Readonly<Record<string, string | undefined>>;
-  /** This process's Node.js and V8 flags (`process.execArgv`): the heap growing factor an upload may raise. */
+  /** This process's Node.js and V8 flags (`process.execArgv`): the heap growing factor a large stream may raise. */
   execArgv?: readonly string[];
   /** This process's id: labels the series that must stay apart once the primary sums the children's metrics. */
   pid?: number;
@@ -224,7 +224,7 @@ export class ChildEngine {
   }
 }
 
-/** The engine option that raises the child's heap growing factor during large uploads, when it applies. */
+/** The engine option that raises the child's heap growing factor while large bodies stream, when it applies. */
 function streamHeapOption(raisedPercent: number, execArgv: readonly string[] | undefined): { streamHeap?: StreamHeapGrowth } {
   const control = execArgv === undefined ? undefined : StreamHeapGrowth.forProcess(raisedPercent, execArgv);
   return control === undefined ? {} : { streamHeap: control };
