@@ -388,7 +388,7 @@ export const clusterModuleSchema = z
       .max(1000)
       .default(200)
       .describe(
-        'While a request\'s streamed upload or streamed response has moved more than 1 MiB, the engine process serving it lets V8\'s old generation grow to (100 + this) percent of its live size before a full GC, and goes back to its own `--heap-growing-percent` when the last such stream ends: at the default 50 a 1 GiB transfer triggers a full GC every 14–23 MiB (docs/operations.md#memory). 0 turns it off; it does nothing when `child_node_args` sets no `--heap-growing-percent`, or one at least this high',
+        'While a request\'s streamed upload or streamed response moves at least 1 MiB a second, the engine process serving it lets V8\'s old generation grow to (100 + this) percent of its live size before a full GC, and goes back to its own `--heap-growing-percent` when the last such stream ends or slows down: at the default 50 a 1 GiB transfer triggers a full GC every 14–23 MiB (docs/operations.md#memory). 0 turns it off; it does nothing when `child_node_args` sets no `--heap-growing-percent`, or one at least this high',
       ),
   })
   .refine((cluster) => cluster.redis_url === undefined || cluster.redis_url === '' || (cluster.secret ?? '') !== '', {

@@ -141,7 +141,7 @@ export interface ClusterConfig {
   leaseMs: number;
   /** Node.js/V8 flags for the children, after the primary's own execArgv. */
   childNodeArgs: readonly string[];
-  /** A child's V8 heap growing percent while a streamed upload or response past 1 MiB moves; 0: never raised. */
+  /** A child's V8 heap growing percent while a streamed upload or response moves at least 1 MiB a second; 0: never raised. */
   streamHeapGrowingPercent: number;
 }
 

@@ -6,8 +6,7 @@ import type { InvocationOutcome } from '../invocation/invoker.js';
 import type { StreamEnd, StreamStart } from './response-stream.js';
 import { ResponseStream } from './response-stream.js';
 import { randomUuid } from '../random-ids.js';
-import type { StreamHeapGrowth } from './stream-heap.js';
-import { STREAM_HEAP_THRESHOLD_BYTES } from './stream-heap.js';
+import type { StreamHeapGrowth, StreamTrack } from './stream-heap.js';
 
 /**
  * The two channels iii gives every HTTP handler (docs/streaming.md): `request_body`, which the engine
@@ -64,8 +63,8 @@ export class RequestChannels implements ChannelMaker {
   private closed = false;
   /** The whole body reached the channel (the connection can be reused). */
   private bodyConsumed = false;
-  /** Lets go of the raised heap growing factor, while this request's upload holds it. */
-  private heapHold: (() => void) | undefined;
+  /** This request's streamed upload, as the heap growing factor counts it (stream-heap.ts). */
+  private uploadTrack: StreamTrack | undefined;
 
   constructor(
     private readonly registry: ChannelRegistry,
@@ -193,7 +192,7 @@ export class RequestChannels implements ChannelMaker {
       this.registry.release(this.reservation, this.responseId);
       this.giveReservedBytes();
     }
-    this.releaseHeap();
+    this.uploadTrack?.end();
     this.requestBody?.destroy(reason);
     if (this.stream === undefined || !this.stream.isStreaming) this.response?.destroy(reason);
   }
@@ -267,39 +266,31 @@ export class RequestChannels implements ChannelMaker {
       return;
     }
     const { req } = source;
-    const heap = this.streamHeap;
-    // Counted until the upload passes the threshold; from then on it holds the raised factor.
-    let counted = heap === undefined ? Number.NEGATIVE_INFINITY : 0;
-    req.on('data', (chunk: Buffer) => {
-      if (counted >= 0 && (counted += chunk.length) >= STREAM_HEAP_THRESHOLD_BYTES) {
-        counted = Number.NEGATIVE_INFINITY;
-        if (!this.closed) {
-          this.heapHold = (heap as StreamHeapGrowth).hold();
-          req.once('close', this.releaseHeap);
-        }
-      }
-      input.push(chunk, true);
-    });
+    const track = this.closed ? undefined : this.streamHeap?.track();
+    this.uploadTrack = track;
+    if (track === undefined) {
+      req.on('data', (chunk: Buffer) => input.push(chunk, true));
+    } else {
+      req.on('data', (chunk: Buffer) => {
+        track.moved(chunk.length);
+        input.push(chunk, true);
+      });
+      req.once('close', () => track.end());
+    }
     req.once('end', () => {
       this.bodyConsumed = true;
-      this.releaseHeap();
+      track?.end();
       input.end('complete', 'stream_complete');
     });
     req.once('aborted', () => {
-      this.releaseHeap();
+      track?.end();
       input.end('aborted', 'the HTTP client went away during the upload');
     });
     req.once('error', () => {
-      this.releaseHeap();
+      track?.end();
       input.end('aborted', 'the HTTP request failed during the upload');
     });
   }
-
-  private readonly releaseHeap = (): void => {
-    const release = this.heapHold;
-    this.heapHold = undefined;
-    release?.();
-  };
 }
 
 /** The promise's value, or undefined once `ms` passed first (the timer is cleared either way). */

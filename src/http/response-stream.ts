@@ -1,8 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { ChannelEndStatus, ChannelReader, ReaderFeedback } from '../channels/channel.js';
 import { addResponseHeader } from './response.js';
-import type { StreamHeapGrowth } from './stream-heap.js';
-import { STREAM_HEAP_THRESHOLD_BYTES } from './stream-heap.js';
+import type { StreamHeapGrowth, StreamTrack } from './stream-heap.js';
 
 /**
  * The engine's reading end of a handler's `response` channel (docs/streaming.md#responses): text items
@@ -33,9 +32,8 @@ export class ResponseStream implements ChannelReader {
   private endedWith: StreamEnd | undefined;
   private endedPromise: Promise<StreamEnd> | undefined;
   readonly started: Promise<StreamStart>;
-  /** Body bytes counted until the threshold; then negative, and `heapHold` lets go of the raised factor. */
-  private counted = 0;
-  private heapHold: (() => void) | undefined;
+  /** The body's bytes, as the heap growing factor counts them (stream-heap.ts); made when it starts. */
+  private track: StreamTrack | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -45,7 +43,6 @@ export class ResponseStream implements ChannelReader {
     /** Raises the process's heap growing factor while a large response streams (stream-heap.ts). */
     private readonly heap?: StreamHeapGrowth,
   ) {
-    if (heap === undefined) this.counted = Number.NEGATIVE_INFINITY;
     this.started = new Promise((resolve) => {
       this.resolveStart = resolve;
     });
@@ -86,10 +83,7 @@ export class ResponseStream implements ChannelReader {
       flushed();
       return true;
     }
-    if (this.counted >= 0 && (this.counted += data.length) >= STREAM_HEAP_THRESHOLD_BYTES) {
-      this.counted = Number.NEGATIVE_INFINITY;
-      this.heapHold = (this.heap as StreamHeapGrowth).hold();
-    }
+    this.track?.moved(data.length);
     if (this.res.write(data, () => flushed())) return true;
     this.res.once('drain', () => this.feedback?.drained());
     return false;
@@ -113,6 +107,7 @@ export class ResponseStream implements ChannelReader {
 
   private begin(): void {
     this.state = 'streaming';
+    this.track = this.heap?.track();
     const res = this.res;
     // A client that goes away mid-stream gives up the channel: the worker's writer is told to stop.
     // Listened for from here only: most responses never stream, and a close before does nothing.
@@ -133,9 +128,7 @@ export class ResponseStream implements ChannelReader {
   private finish(complete: boolean, reason: string): void {
     if (this.state === 'ended') return;
     this.state = 'ended';
-    const release = this.heapHold;
-    this.heapHold = undefined;
-    release?.();
+    this.track?.end();
     if (complete) this.res.end();
     else this.res.destroy();
     if (!complete) this.feedback?.gone(reason);

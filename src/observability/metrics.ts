@@ -192,7 +192,7 @@ export class EngineMetrics {
     });
     new Gauge({
       name: 'switchyard_streams_heap_raised',
-      help: 'Streamed request or response bodies past 1 MiB holding their process\'s raised heap growing factor (cluster.stream_heap_growing_percent)',
+      help: 'Streamed request or response bodies moving at least 1 MiB a second, holding their process\'s raised heap growing factor (cluster.stream_heap_growing_percent)',
       registers,
       collect() {
         this.set(sources.streamsHoldingHeap());

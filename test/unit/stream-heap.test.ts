@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ChannelRegistry } from '../../src/channels/channel-registry.js';
 import { RequestChannels } from '../../src/http/request-channels.js';
 import { ResponseStream } from '../../src/http/response-stream.js';
-import { growingPercentOf, STREAM_HEAP_THRESHOLD_BYTES, StreamHeapGrowth } from '../../src/http/stream-heap.js';
+import { growingPercentOf, STREAM_HEAP_BYTES, STREAM_HEAP_WINDOW_MS, StreamHeapGrowth } from '../../src/http/stream-heap.js';
 
 const silent = pino({ level: 'silent' });
 const CHILD_FLAGS = ['--heap-growing-percent=50', '--min-semi-space-size=16', '--max-semi-space-size=16'];
@@ -13,7 +13,8 @@ const CHILD_FLAGS = ['--heap-growing-percent=50', '--min-semi-space-size=16', '-
 /** A control whose settings are recorded instead of given to V8. */
 function recorded(raised = 200, execArgv: readonly string[] = CHILD_FLAGS): { heap: StreamHeapGrowth; set: number[] } {
   const set: number[] = [];
-  const heap = StreamHeapGrowth.forProcess(raised, execArgv, (percent) => set.push(percent));
+  // Date.now: the clock vitest's fake timers move.
+  const heap = StreamHeapGrowth.forProcess(raised, execArgv, (percent) => set.push(percent), () => Date.now());
   if (heap === undefined) throw new Error('expected a control');
   return { heap, set };
 }
@@ -34,22 +35,63 @@ describe('StreamHeapGrowth', () => {
     expect(StreamHeapGrowth.forProcess(200, ['--heap-growing-percent=150'])?.basePercent).toBe(150);
   });
 
-  it('raises the factor for the first holder and sets the process\'s own back after the last, once per release', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('raises the factor for the first stream past the mark and sets the process\'s own back after the last ends', () => {
     const { heap, set } = recorded();
-    const first = heap.hold();
-    const second = heap.hold();
+    const first = heap.track();
+    const second = heap.track();
+    first.moved(STREAM_HEAP_BYTES - 1);
+    expect(set).toEqual([]);
+    first.moved(1);
+    second.moved(STREAM_HEAP_BYTES);
     expect(set).toEqual([200]);
     expect(heap.streams).toBe(2);
-    first();
-    first();
+    first.end();
+    first.end();
     expect(set).toEqual([200]);
     expect(heap.streams).toBe(1);
-    second();
+    second.end();
     expect(set).toEqual([200, 50]);
     expect(heap.streams).toBe(0);
-    heap.hold()();
+    const third = heap.track();
+    third.moved(STREAM_HEAP_BYTES);
+    third.end();
+    third.moved(STREAM_HEAP_BYTES);
     expect(set).toEqual([200, 50, 200, 50]);
     expect(heap.raises).toBe(2);
+  });
+
+  it('lets a stream that slows down go after a whole window, and raises it again when it speeds up', () => {
+    vi.useFakeTimers();
+    const { heap, set } = recorded();
+    const stream = heap.track();
+    stream.moved(STREAM_HEAP_BYTES);
+    // The first look after the raise leaves it (it may have been raised just before it).
+    vi.advanceTimersByTime(STREAM_HEAP_WINDOW_MS);
+    expect(heap.streams).toBe(1);
+    // A window in which it keeps the pace keeps it; one in which it does not lets it go.
+    stream.moved(STREAM_HEAP_BYTES);
+    vi.advanceTimersByTime(STREAM_HEAP_WINDOW_MS);
+    expect(heap.streams).toBe(1);
+    stream.moved(STREAM_HEAP_BYTES - 1);
+    vi.advanceTimersByTime(STREAM_HEAP_WINDOW_MS);
+    expect(heap.streams).toBe(0);
+    expect(set).toEqual([200, 50]);
+    // Slow (half the mark a window) it is not raised again; at the pace it is.
+    for (let i = 0; i < 4; i++) {
+      stream.moved(STREAM_HEAP_BYTES / 2 - 1);
+      vi.advanceTimersByTime(STREAM_HEAP_WINDOW_MS + 1);
+    }
+    expect(set).toEqual([200, 50]);
+    stream.moved(STREAM_HEAP_BYTES);
+    expect(set).toEqual([200, 50, 200]);
+    stream.end();
+    expect(set).toEqual([200, 50, 200, 50]);
+    // No look is left scheduled once nothing holds it.
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
 
@@ -73,7 +115,7 @@ describe('RequestChannels: a streamed upload and the heap growing factor', () =>
   it('holds the raised factor once the upload passes the threshold, and lets it go when the upload ends', () => {
     const { heap, set } = recorded();
     const { req } = start(heap);
-    for (let sent = piece.length; sent < STREAM_HEAP_THRESHOLD_BYTES; sent += piece.length) req.emit('data', piece);
+    for (let sent = piece.length; sent < STREAM_HEAP_BYTES; sent += piece.length) req.emit('data', piece);
     expect(heap.streams).toBe(0);
     req.emit('data', piece);
     req.emit('data', piece);
@@ -88,7 +130,7 @@ describe('RequestChannels: a streamed upload and the heap growing factor', () =>
     for (const stop of ['aborted', 'close', 'error', 'channels closed'] as const) {
       const { heap } = recorded();
       const { req, channels } = start(heap);
-      for (let sent = 0; sent < 2 * STREAM_HEAP_THRESHOLD_BYTES; sent += piece.length) req.emit('data', piece);
+      for (let sent = 0; sent < 2 * STREAM_HEAP_BYTES; sent += piece.length) req.emit('data', piece);
       expect(heap.streams).toBe(1);
       if (stop === 'channels closed') channels.close('request timed out');
       else req.emit(stop, new Error('cut'));
@@ -99,7 +141,7 @@ describe('RequestChannels: a streamed upload and the heap growing factor', () =>
   it('leaves the factor alone for an upload under the threshold', () => {
     const { heap, set } = recorded();
     const { req } = start(heap);
-    req.emit('data', Buffer.alloc(STREAM_HEAP_THRESHOLD_BYTES - 1));
+    req.emit('data', Buffer.alloc(STREAM_HEAP_BYTES - 1));
     req.emit('end');
     expect(set).toEqual([]);
   });
@@ -123,7 +165,7 @@ describe('ResponseStream: a streamed response and the heap growing factor', () =
   it('holds the raised factor past the threshold until the stream completes', () => {
     const { heap, set } = recorded();
     const stream = new ResponseStream(response(), {}, false, heap);
-    for (let sent = 0; sent <= STREAM_HEAP_THRESHOLD_BYTES; sent += piece.length) stream.write(piece, true, () => undefined);
+    for (let sent = 0; sent <= STREAM_HEAP_BYTES; sent += piece.length) stream.write(piece, true, () => undefined);
     expect(heap.streams).toBe(1);
     stream.end('complete', 'stream_complete');
     expect(heap.streams).toBe(0);
@@ -134,7 +176,7 @@ describe('ResponseStream: a streamed response and the heap growing factor', () =
     const { heap } = recorded();
     const res = response();
     const stream = new ResponseStream(res, {}, false, heap);
-    for (let sent = 0; sent <= STREAM_HEAP_THRESHOLD_BYTES; sent += piece.length) stream.write(piece, true, () => undefined);
+    for (let sent = 0; sent <= STREAM_HEAP_BYTES; sent += piece.length) stream.write(piece, true, () => undefined);
     expect(heap.streams).toBe(1);
     res.emit('close');
     expect(heap.streams).toBe(0);
