@@ -5,6 +5,7 @@ import type { RequestSpec } from './requests.js';
 import { FORWARDED_MARK, loadOptions } from './requests.js';
 import type { Baseline, Engine, Resource } from './subjects.js';
 import { openPinned } from './subjects.js';
+import { pinToCpu } from './affinity.js';
 import { cpuNs, processGroup, sampleRss, syscalls } from '../../test/support/proc.js';
 
 /**
@@ -166,3 +167,34 @@ export function forcedForwardMember(label: string, res: Resource<Engine>, spec: 
     },
   };
 }
+
+/**
+ * `member` run with this process (the load generator), and every process `pids` names for its setup,
+ * on CPU `cpu` alone; each gets its CPUs back after the run.
+ */
+export function onOneCpu<T>(member: Member, res: Resource<T>, pids: (setup: T) => number[], cpu = 0): Member {
+  return {
+    ...member,
+    label: `${member.label}, one CPU`,
+    run: async () => {
+      const restore = pinToCpu([process.pid, ...pids(await res.get())], cpu);
+      try {
+        return await member.run();
+      } finally {
+        restore();
+      }
+    },
+  };
+}
+
+/** Every process of a baseline (its process group: server, cluster children, worker). */
+export const baselinePids = (baseline: Baseline): number[] => {
+  const { server, workers } = groupPids(baseline.pid);
+  return [...server, ...workers];
+};
+
+/** Every process of an engine setup: its process group and the workers started for it. */
+export const engineSetupPids = (setup: Engine): number[] => {
+  const { server, workers } = enginePids(setup);
+  return [...server, ...workers];
+};

@@ -142,8 +142,11 @@ export function spawnWorker(engine: EngineHandle, spec: WorkerSpec): ManagedProc
  * deals their sockets round-robin, so with `onePerChild` each child gets one; checked, and redone if
  * not). Resolves once /bench/hello answers 200 on every child.
  */
-/** BENCH_CHILD_NODE_ARGS='["--flag"]' overrides cluster.child_node_args (compare heap settings). */
-const childNodeArgs: { child_node_args?: string[] } =
+/**
+ * BENCH_CHILD_NODE_ARGS='["--flag"]' overrides cluster.child_node_args (compare heap settings); read
+ * when an engine starts, so a tool may set it first.
+ */
+const childNodeArgs = (): { child_node_args?: string[] } =>
   process.env.BENCH_CHILD_NODE_ARGS === undefined ? {} : { child_node_args: JSON.parse(process.env.BENCH_CHILD_NODE_ARGS) as string[] };
 
 export async function startSwitchyard(
@@ -155,7 +158,7 @@ export async function startSwitchyard(
   engineBin?: string,
 ): Promise<Engine> {
   const engine = await startEngine({
-    cluster: { processes, ...childNodeArgs },
+    cluster: { processes, ...childNodeArgs() },
     logLevel: 'warn',
     env: { SWITCHYARD_SERVED_BY_HEADER: '1' },
     modules,

@@ -1,0 +1,44 @@
+import { spawn } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import { allowedCpus, pinToCpu } from '../../bench/lib/affinity.js';
+
+/** Cpus_allowed_list of every thread of `pid`. */
+const threadCpus = (pid: number): string[] =>
+  readdirSync(`/proc/${pid}/task`).map((tid) => {
+    const line = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Cpus_allowed_list:'));
+    return (line ?? '').slice('Cpus_allowed_list:'.length).trim();
+  });
+
+describe('pinToCpu (bench/lib/affinity.ts)', () => {
+  const children: ReturnType<typeof spawn>[] = [];
+  afterEach(() => {
+    for (const c of children.splice(0)) c.kill('SIGKILL');
+  });
+
+  it('puts every thread of a process on one CPU and gives each its CPUs back', async () => {
+    // A Node process has several threads (V8's platform workers, libuv's) besides the main one.
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000); console.log("up")'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    await new Promise((resolve) => child.stdout?.once('data', resolve));
+    const pid = child.pid as number;
+    const original = allowedCpus(pid) as string;
+    expect(original).toMatch(/^\d/);
+    expect(threadCpus(pid).length).toBeGreaterThan(1);
+    const last = cpus().length - 1;
+
+    const restore = pinToCpu([pid, pid], last);
+    expect(new Set(threadCpus(pid))).toEqual(new Set([String(last)]));
+    restore();
+    expect(new Set(threadCpus(pid))).toEqual(new Set([original]));
+  });
+
+  it('skips a process that is gone', () => {
+    const restore = pinToCpu([2 ** 23], 0); // above Linux's largest pid_max (2^22)
+    expect(allowedCpus(2 ** 23)).toBeUndefined();
+    expect(() => restore()).not.toThrow();
+  });
+});
