@@ -32,17 +32,25 @@ export function setAllowedCpus(pid: number, cpus: string): boolean {
 
 /**
  * Puts every thread of each of `pids` on CPU `cpu` and answers a function that gives each one back the
- * CPUs it had. Processes that are gone by then are skipped, both ways.
+ * CPUs it had. Processes that are gone by then are skipped, both ways. If one cannot be pinned, those
+ * pinned before it get their CPUs back before the error is thrown (this process is usually among them).
+ * `set` sets one process's CPUs (a test passes its own).
  */
-export function pinToCpu(pids: readonly number[], cpu: number): () => void {
+export function pinToCpu(pids: readonly number[], cpu: number, set: (pid: number, cpus: string) => boolean = setAllowedCpus): () => void {
   const before = new Map<number, string>();
-  for (const pid of new Set(pids)) {
-    const cpus = allowedCpus(pid);
-    if (cpus === undefined) continue;
-    before.set(pid, cpus);
-    setAllowedCpus(pid, String(cpu));
-  }
-  return () => {
-    for (const [pid, cpus] of before) setAllowedCpus(pid, cpus);
+  const restore = (): void => {
+    for (const [pid, cpus] of before) set(pid, cpus);
   };
+  try {
+    for (const pid of new Set(pids)) {
+      const cpus = allowedCpus(pid);
+      if (cpus === undefined) continue;
+      set(pid, String(cpu));
+      before.set(pid, cpus);
+    }
+  } catch (err) {
+    restore();
+    throw err;
+  }
+  return restore;
 }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { allowedCpus, pinToCpu } from '../../bench/lib/affinity.js';
+import { allowedCpus, pinToCpu, setAllowedCpus } from '../../bench/lib/affinity.js';
 
 /** Cpus_allowed_list of every thread of `pid`. */
 const threadCpus = (pid: number): string[] =>
@@ -33,6 +33,25 @@ describe('pinToCpu (bench/lib/affinity.ts)', () => {
     const restore = pinToCpu([pid, pid], last);
     expect(new Set(threadCpus(pid))).toEqual(new Set([String(last)]));
     restore();
+    expect(new Set(threadCpus(pid))).toEqual(new Set([original]));
+  });
+
+  it('gives the processes pinned so far their CPUs back when one cannot be pinned', async () => {
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000); console.log("up")'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    await new Promise((resolve) => child.stdout?.once('data', resolve));
+    const pid = child.pid as number;
+    const original = allowedCpus(pid) as string;
+    const last = String(cpus().length - 1);
+    const calls: string[] = [];
+    // The second process (this one) refuses to be pinned; the first is really pinned, then given back.
+    const set = (target: number, list: string): boolean => {
+      calls.push(`${target === pid ? 'child' : 'self'} ${list}`);
+      if (target === process.pid) throw new Error('refused');
+      return setAllowedCpus(target, list);
+    };
+    expect(() => pinToCpu([pid, process.pid], Number(last), set)).toThrow('refused');
+    expect(calls).toEqual([`child ${last}`, `self ${last}`, `child ${original}`]);
     expect(new Set(threadCpus(pid))).toEqual(new Set([original]));
   });
 
