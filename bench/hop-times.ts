@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_CHILD_NODE_ARGS } from '../src/config/schema.js';
 import { pinToCpu } from './lib/affinity.js';
-import { runLoad } from './lib/load.js';
+import { median, runLoad } from './lib/load.js';
 import { baselinePids, engineSetupPids } from './lib/members.js';
 import { startBaseline, startSwitchyard } from './lib/subjects.js';
 
@@ -62,12 +62,6 @@ export function steps(server: { times: number[]; kinds: number[] }, worker: { ti
   }
   return out;
 }
-
-const median = (values: number[]): number => {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-};
 
 async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'hop-times-'));

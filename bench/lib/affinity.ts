@@ -7,10 +7,13 @@ import { readFileSync } from 'node:fs';
  * (docs/performance.md, "One at a time: what the row measures").
  */
 
-/** The CPUs `pid` may run on, as /proc lists them ("0-1"); undefined once it is gone. */
-export function allowedCpus(pid: number): string | undefined {
+/**
+ * The CPUs `pid` may run on, as /proc lists them ("0-1"), or those of its thread `tid`; undefined once
+ * it is gone.
+ */
+export function allowedCpus(pid: number, tid?: number | string): string | undefined {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const line = readFileSync(tid === undefined ? `/proc/${pid}/status` : `/proc/${pid}/task/${tid}/status`, 'utf8')
       .split('\n')
       .find((l) => l.startsWith('Cpus_allowed_list:'));
     return line?.slice('Cpus_allowed_list:'.length).trim();

@@ -1,17 +1,11 @@
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { allowedCpus, pinToCpu, setAllowedCpus } from '../../bench/lib/affinity.js';
 
-/** Cpus_allowed_list of every thread of `pid`. */
-const threadCpus = (pid: number): string[] =>
-  readdirSync(`/proc/${pid}/task`).map((tid) => {
-    const line = readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('Cpus_allowed_list:'));
-    return (line ?? '').slice('Cpus_allowed_list:'.length).trim();
-  });
+/** The CPUs each thread of `pid` may run on. */
+const threadCpus = (pid: number): (string | undefined)[] => readdirSync(`/proc/${pid}/task`).map((tid) => allowedCpus(pid, tid));
 
 describe('pinToCpu (bench/lib/affinity.ts)', () => {
   const children: ReturnType<typeof spawn>[] = [];
@@ -19,12 +13,16 @@ describe('pinToCpu (bench/lib/affinity.ts)', () => {
     for (const c of children.splice(0)) c.kill('SIGKILL');
   });
 
-  it('puts every thread of a process on one CPU and gives each its CPUs back', async () => {
-    // A Node process has several threads (V8's platform workers, libuv's) besides the main one.
+  /** An idle Node process (several threads besides the main one: V8's platform workers, libuv's), once it runs; its pid. */
+  const idleNode = async (): Promise<number> => {
     const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000); console.log("up")'], { stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(child);
     await new Promise((resolve) => child.stdout?.once('data', resolve));
-    const pid = child.pid as number;
+    return child.pid as number;
+  };
+
+  it('puts every thread of a process on one CPU and gives each its CPUs back', async () => {
+    const pid = await idleNode();
     const original = allowedCpus(pid) as string;
     expect(original).toMatch(/^\d/);
     expect(threadCpus(pid).length).toBeGreaterThan(1);
@@ -37,10 +35,7 @@ describe('pinToCpu (bench/lib/affinity.ts)', () => {
   });
 
   it('gives the processes pinned so far their CPUs back when one cannot be pinned', async () => {
-    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000); console.log("up")'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(child);
-    await new Promise((resolve) => child.stdout?.once('data', resolve));
-    const pid = child.pid as number;
+    const pid = await idleNode();
     const original = allowedCpus(pid) as string;
     const last = String(cpus().length - 1);
     const calls: string[] = [];
