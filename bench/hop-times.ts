@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { DEFAULT_CHILD_NODE_ARGS } from '../src/config/schema.js';
 import { pinToCpu } from './lib/affinity.js';
 import { median, runLoad } from './lib/load.js';
+import { kernelAndIdle } from './lib/machine.js';
 import { baselinePids, engineSetupPids } from './lib/members.js';
 import { startBaseline, startSwitchyard } from './lib/subjects.js';
 
@@ -77,7 +78,7 @@ async function main(): Promise<void> {
       { name: 'Switchyard', url: engine.engine.httpUrl, server: engine.children[0]?.pid as number, worker: engine.workers[0]?.child.pid as number, all: engineSetupPids(engine) },
       { name: '(2)', url: baseline.origin, server: baseline.pid, worker: baselinePids(baseline).find((pid) => pid !== baseline.pid) as number, all: baselinePids(baseline) },
     ];
-    console.log(`one connection, ${oneCpu ? 'one CPU' : 'all CPUs'}; median µs per step`);
+    console.log(`one connection, ${oneCpu ? 'one CPU' : 'all CPUs'}; median µs per step; ${kernelAndIdle()}`);
     console.log(`| round | subject | p50 µs | ${STEPS.join(' | ')} | requests followed |`);
     console.log(`| ---: | --- | ---: | ${STEPS.map(() => '---:').join(' | ')} | ---: |`);
     for (let round = 1; round <= rounds; round++) {

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ROOT } from '../test/support/processes.js';
 import { median } from './lib/load.js';
+import { machineLine, readStolen } from './lib/machine.js';
 import type { Member, Sample } from './lib/members.js';
 import { CONNECTIONS, DURATION_MS, RSS_LIMIT_MB, RUNS, WARMUP_MS, selected, smoke, strict } from './lib/options.js';
 import type { ScaleRow, Verdict } from './lib/report.js';
@@ -34,6 +35,7 @@ import { scenarios } from './scenarios/index.js';
 async function main(): Promise<void> {
   const began = performance.now();
   const loadStart = loadavg();
+  const stolenStart = readStolen();
   const lines: string[] = [];
   const say = (line = ''): void => {
     lines.push(line);
@@ -108,6 +110,8 @@ async function main(): Promise<void> {
     `${new Date().toISOString()} · node ${process.version} · ${cpus().length} CPUs (${cpu}) · ` +
       `load average at start ${loadStart.map((l) => l.toFixed(2)).join(' ')}, at end ${loadavg().map((l) => l.toFixed(2)).join(' ')}`,
   );
+  say();
+  say(machineLine(stolenStart, readStolen()));
   say();
   say(
     `Closed loop (undici, ${CONNECTIONS} keep-alive connections), ${RUNS} run${RUNS > 1 ? 's' : ''} of ${DURATION_MS / 1000} s after ${WARMUP_MS / 1000} s of warm-up per subject; ` +
