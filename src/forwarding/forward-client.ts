@@ -1,6 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { InvocationOutcome } from '../invocation/invoker.js';
+import type { Due } from '../invocation/deadline-queue.js';
+import { DeadlineQueue } from '../invocation/deadline-queue.js';
 import { engineFailure } from '../invocation/invoker.js';
 import type { ForwardTarget } from './forward-connection.js';
 import { ForwardConnection } from './forward-connection.js';
@@ -38,7 +40,7 @@ const MAX_CALL_ID = 0x7fffffff;
 // setTimeout's ceiling (about 24.8 days); a longer or infinite deadline is treated as this long.
 const MAX_WAIT_MS = 0x7fffffff;
 
-interface PendingCall {
+interface PendingCall extends Due {
   id: number;
   functionId: string;
   data: unknown;
@@ -49,7 +51,6 @@ interface PendingCall {
   metadata: unknown;
   channels: readonly string[] | undefined;
   resolve: (result: ForwardResult) => void;
-  timer: NodeJS.Timeout;
   /** The connection it was written to; null while it waits for one. */
   connection: ForwardConnection | null;
 }
@@ -83,18 +84,11 @@ export class ForwardClient {
   private readonly address: string;
   private readonly maxFrameBytes: number;
   private readonly hello: () => Buffer;
-  private readonly onDeadline = (id: number): void => {
-    const call = this.pending.get(id);
-    if (call === undefined) return;
-    // Timers count from the loop's cached clock and can fire a little early; never time out early.
-    const leftMs = Math.min(call.deadline - performance.now(), MAX_WAIT_MS);
-    if (leftMs > 0) {
-      call.timer = setTimeout(this.onDeadline, Math.ceil(leftMs), id);
-      return;
-    }
+  /** One timer for every call's deadline (a call's own would cost a timer list per call: deadline-queue.ts). */
+  private readonly deadlines = new DeadlineQueue<PendingCall>((call) => {
     const where = call.connection === null ? 'before the peer could be reached' : `by peer ${this.address}`;
     this.settle(call, { dispatched: true, outcome: engineFailure('TIMEOUT', `${call.functionId} was not answered in time ${where}`) });
-  };
+  });
 
   constructor(
     private readonly target: ForwardTarget,
@@ -126,7 +120,8 @@ export class ForwardClient {
     options: { deadline: number; requestId?: string; traceparent?: string; baggage?: string; metadata?: unknown; channels?: readonly string[] },
   ): Promise<ForwardResult> {
     if (this.closed) return Promise.resolve(notDispatched('forward client is closed'));
-    const remainingMs = Math.min(options.deadline - performance.now(), MAX_WAIT_MS);
+    const now = performance.now();
+    const remainingMs = Math.min(options.deadline - now, MAX_WAIT_MS);
     // Written so that a NaN deadline counts as passed rather than reaching the wire.
     if (!(remainingMs > 0)) {
       return Promise.resolve({ dispatched: true, outcome: engineFailure('TIMEOUT', `deadline passed before ${functionId} was forwarded`) });
@@ -134,7 +129,6 @@ export class ForwardClient {
     return new Promise<ForwardResult>((resolve) => {
       this.lastId = this.lastId >= MAX_CALL_ID ? 1 : this.lastId + 1;
       const id = this.lastId;
-      const timer = setTimeout(this.onDeadline, remainingMs, id);
       const call: PendingCall = {
         id,
         functionId,
@@ -146,10 +140,12 @@ export class ForwardClient {
         metadata: options.metadata,
         channels: options.channels,
         resolve,
-        timer,
         connection: null,
+        dueAt: now + remainingMs,
+        slot: -1,
       };
       this.pending.set(id, call);
+      this.deadlines.add(call);
       const connection = this.usableConnection();
       if (typeof connection === 'string') this.settle(call, notDispatched(connection));
       else if (connection.state === 'ready') this.writeCall(connection, call);
@@ -295,7 +291,7 @@ export class ForwardClient {
 
   private settle(call: PendingCall, result: ForwardResult): void {
     if (!this.pending.delete(call.id)) return;
-    clearTimeout(call.timer);
+    this.deadlines.remove(call);
     call.resolve(result);
   }
 }

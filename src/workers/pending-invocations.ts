@@ -1,5 +1,7 @@
 import type { InvocationOutcome } from '../invocation/invoker.js';
 import { engineFailure } from '../invocation/invoker.js';
+import type { Due } from '../invocation/deadline-queue.js';
+import { DeadlineQueue } from '../invocation/deadline-queue.js';
 
 /**
  * One invocation in flight. What it holds is let go once it is settled: the entries live in a Map as
@@ -7,48 +9,51 @@ import { engineFailure } from '../invocation/invoker.js';
  * full GC) still point at entries deleted since. Through `settle`, an entry held the caller's promise
  * and what it resolved with, which then outlived every scavenge (docs/performance.md, issue 26).
  */
-interface Pending {
+interface Pending extends Due {
+  readonly invocationId: string;
   readonly functionId: string;
   /** What the call was given, for the TIMEOUT message. */
   readonly timeoutMs: number;
   /** The streaming channels whose refs the call handed the worker (an HTTP handler's two). */
   channels: readonly string[] | undefined;
   settle: ((outcome: InvocationOutcome) => void) | undefined;
-  timer: NodeJS.Timeout | undefined;
 }
 
 /**
- * Invocations in flight on one worker connection. Each entry has a deadline timer and is settled
- * exactly once: by the worker's result, by the deadline, or by the connection going away.
+ * Invocations in flight on one worker connection. Each entry has a deadline (one timer for all of
+ * them: deadline-queue.ts) and is settled exactly once: by the worker's result, by the deadline, or
+ * by the connection going away.
  */
 export class PendingInvocations {
   private readonly entries = new Map<string, Pending>();
+  private readonly deadlines = new DeadlineQueue<Pending>((entry) => this.expire(entry));
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Entries waiting on a deadline: `size` unless a settled call was left in the queue (a leak). */
+  get queuedDeadlines(): number {
+    return this.deadlines.size;
   }
 
   add(invocationId: string, functionId: string, timeoutMs: number, channels?: readonly string[]): Promise<InvocationOutcome> {
     // Ids are engine-made uuids; a repeat would orphan the first promise, so it is a bug, loudly.
     if (this.entries.has(invocationId)) throw new Error(`invocation ${invocationId} is already pending`);
     return new Promise<InvocationOutcome>((resolve) => {
-      const entry: Pending = { functionId, timeoutMs, channels, settle: resolve, timer: undefined };
-      // Whole milliseconds and one shared callback: Node keeps one list of timers per duration, so calls
-      // with the same whole-ms wait share a list, where a fractional wait (a deadline minus now) made a
-      // list and a priority-queue entry per call, and a closure per call held the entry
-      // (docs/performance.md, issue 26). Node fires timers at whole milliseconds anyway.
-      entry.timer = setTimeout(this.expire, Math.ceil(timeoutMs), invocationId);
+      // Due after whole milliseconds, at least one, as a Node timer of its own would have fired.
+      const dueAt = performance.now() + (timeoutMs > 1 ? Math.ceil(timeoutMs) : 1);
+      const entry: Pending = { invocationId, functionId, timeoutMs, channels, settle: resolve, dueAt, slot: -1 };
       this.entries.set(invocationId, entry);
+      this.deadlines.add(entry);
     });
   }
 
-  /** A call's deadline passed before its result came (a settled call's timer was cleared). */
-  private readonly expire = (invocationId: string): void => {
-    const entry = this.entries.get(invocationId);
-    if (entry === undefined) return;
-    this.entries.delete(invocationId);
+  /** A call's deadline passed before its result came (a settled call left the queue). */
+  private expire(entry: Pending): void {
+    this.entries.delete(entry.invocationId);
     settle(entry, engineFailure('TIMEOUT', `function ${entry.functionId} did not answer within ${Math.round(entry.timeoutMs)} ms`));
-  };
+  }
 
   /**
    * The channels the pending calls handed the worker, at most `limit` of them (the heartbeat asks
@@ -71,7 +76,7 @@ export class PendingInvocations {
     const entry = this.entries.get(invocationId);
     if (entry === undefined) return false;
     this.entries.delete(invocationId);
-    clearTimeout(entry.timer);
+    this.deadlines.remove(entry);
     settle(entry, outcome);
     return true;
   }
@@ -81,10 +86,8 @@ export class PendingInvocations {
     const count = this.entries.size;
     const entries = [...this.entries.values()];
     this.entries.clear();
-    for (const entry of entries) {
-      clearTimeout(entry.timer);
-      settle(entry, outcomeFor(entry.functionId));
-    }
+    this.deadlines.drain();
+    for (const entry of entries) settle(entry, outcomeFor(entry.functionId));
     return count;
   }
 }
@@ -93,7 +96,6 @@ export class PendingInvocations {
 function settle(entry: Pending, outcome: InvocationOutcome): void {
   const done = entry.settle;
   entry.settle = undefined;
-  entry.timer = undefined;
   entry.channels = undefined;
   done?.(outcome);
 }

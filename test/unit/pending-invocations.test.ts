@@ -24,7 +24,7 @@ describe('PendingInvocations', () => {
     vi.useRealTimers();
   });
 
-  it('resolves an invocation with the worker outcome and clears its timer', async () => {
+  it('resolves an invocation with the worker outcome; its deadline then fires nothing', async () => {
     const pending = new PendingInvocations();
     const promise = pending.add('inv-1', 'api::get', 1000);
     expect(pending.size).toBe(1);
@@ -34,7 +34,44 @@ describe('PendingInvocations', () => {
     expect(pending.resolve('inv-1', outcome)).toBe(true);
     expect(await promise).toBe(outcome);
     expect(pending.size).toBe(0);
+    expect(pending.queuedDeadlines).toBe(0);
+    // The connection's one timer is left armed (a lone call at a time does not touch Node's timers
+    // again); when it fires it finds nothing due and does not re-arm.
+    await vi.advanceTimersByTimeAsync(1000);
     expect(vi.getTimerCount()).toBe(0);
+    expect(await promise).toBe(outcome);
+  });
+
+  it('keeps one timer however many calls are pending, and times each out at its own deadline', async () => {
+    const pending = new PendingInvocations();
+    const late = track(pending.add('late', 'f', 300));
+    const early = track(pending.add('early', 'g', 100));
+    const middle = track(pending.add('middle', 'h', 200));
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(99);
+    expect([early.settled(), middle.settled(), late.settled()]).toEqual([false, false, false]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect([early.settled(), middle.settled(), late.settled()]).toEqual([true, false, false]);
+    expect(early.value()).toStrictEqual(engineFailure('TIMEOUT', 'function g did not answer within 100 ms'));
+    // The one in the middle answers; the last still times out at its own deadline.
+    expect(pending.resolve('middle', { ok: true, value: 'm' })).toBe(true);
+    expect(pending.queuedDeadlines).toBe(1);
+    await vi.advanceTimersByTimeAsync(199);
+    expect(late.settled()).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(late.value()).toStrictEqual(engineFailure('TIMEOUT', 'function f did not answer within 300 ms'));
+    expect(middle.value()).toStrictEqual({ ok: true, value: 'm' });
+    expect(pending.size).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('times out at once (after 1 ms) when the wait is already over or not a number, as a Node timer would', async () => {
+    const pending = new PendingInvocations();
+    const negative = track(pending.add('a', 'f', -5));
+    const nan = track(pending.add('b', 'g', Number.NaN));
+    await vi.advanceTimersByTimeAsync(1);
+    expect(negative.value()).toStrictEqual(engineFailure('TIMEOUT', 'function f did not answer within -5 ms'));
+    expect(nan.settled()).toBe(true);
   });
 
   it('settles a worker failure as given', async () => {
@@ -105,13 +142,13 @@ describe('PendingInvocations', () => {
     expect(await promise).toStrictEqual(engineFailure('TIMEOUT', 'function f did not answer within 10 ms'));
   });
 
-  it('failAll settles every entry with the outcome for its function and clears every timer', async () => {
+  it('failAll settles every entry with the outcome for its function and turns the timer off', async () => {
     const pending = new PendingInvocations();
     const a = pending.add('a', 'fa', 1000);
     const b = pending.add('b', 'fb', 2000);
     const c = pending.add('c', 'fa', 3000);
     pending.resolve('c', { ok: true, value: 'done' });
-    expect(vi.getTimerCount()).toBe(2);
+    expect(vi.getTimerCount()).toBe(1);
 
     const seen: string[] = [];
     const count = pending.failAll((functionId) => {
