@@ -8,6 +8,12 @@ interface Entry extends Due {
 
 const entry = (name: string, inMs: number): Entry => ({ name, dueAt: performance.now() + inMs, slot: -1 });
 
+/** A queue that notes the names of the entries it expires, in order. */
+function recording(): { queue: DeadlineQueue<Entry>; expired: string[] } {
+  const expired: string[] = [];
+  return { queue: new DeadlineQueue<Entry>((e) => expired.push(e.name)), expired };
+}
+
 describe('DeadlineQueue', () => {
   beforeEach(() => {
     vi.useFakeTimers();
@@ -17,8 +23,7 @@ describe('DeadlineQueue', () => {
   });
 
   it('expires entries in deadline order under one timer, each at its own deadline', async () => {
-    const expired: string[] = [];
-    const queue = new DeadlineQueue<Entry>((e) => expired.push(e.name));
+    const { queue, expired } = recording();
     queue.add(entry('c', 30));
     queue.add(entry('a', 10));
     queue.add(entry('b', 20));
@@ -36,8 +41,7 @@ describe('DeadlineQueue', () => {
   });
 
   it('never expires a removed entry, and ignores an entry it does not hold', async () => {
-    const expired: string[] = [];
-    const queue = new DeadlineQueue<Entry>((e) => expired.push(e.name));
+    const { queue, expired } = recording();
     const a = entry('a', 10);
     const b = entry('b', 10);
     queue.add(a);
@@ -52,8 +56,7 @@ describe('DeadlineQueue', () => {
   });
 
   it('re-arms for an entry due before the armed deadline', async () => {
-    const expired: string[] = [];
-    const queue = new DeadlineQueue<Entry>((e) => expired.push(e.name));
+    const { queue, expired } = recording();
     queue.add(entry('far', 1000));
     queue.add(entry('near', 5));
     expect(vi.getTimerCount()).toBe(1);
@@ -64,8 +67,7 @@ describe('DeadlineQueue', () => {
   });
 
   it('reaches a deadline past the longest delay Node takes in steps, without firing early', async () => {
-    const expired: string[] = [];
-    const queue = new DeadlineQueue<Entry>((e) => expired.push(e.name));
+    const { queue, expired } = recording();
     queue.add(entry('far', 3_000_000_000));
     await vi.advanceTimersByTimeAsync(2_147_483_647);
     expect(expired).toEqual([]);
@@ -93,8 +95,7 @@ describe('DeadlineQueue', () => {
   });
 
   it('drain takes every entry out and turns the timer off', async () => {
-    const expired: string[] = [];
-    const queue = new DeadlineQueue<Entry>((e) => expired.push(e.name));
+    const { queue, expired } = recording();
     const all = [entry('a', 10), entry('b', 20)];
     for (const e of all) queue.add(e);
     expect(queue.drain().map((e) => e.name).sort()).toEqual(['a', 'b']);
@@ -105,8 +106,7 @@ describe('DeadlineQueue', () => {
   });
 
   it('keeps its order through many adds and removes (checked against a sorted list)', async () => {
-    const expired: string[] = [];
-    const queue = new DeadlineQueue<Entry>((e) => expired.push(e.name));
+    const { queue, expired } = recording();
     let seed = 7;
     const random = (): number => {
       seed = (seed * 1103515245 + 12345) % 2147483648;
