@@ -1,24 +1,24 @@
 /** What a DeadlineQueue holds: when the entry is due and where it sits in the queue (-1: not queued). */
 export interface Due {
-  /** `performance.now()` time at which the entry expires. */
+  /** `performance.now()` time at which the entry expires (a number, never NaN: callers check). */
   dueAt: number;
   /** The entry's place in the queue's heap; kept by the queue. */
   slot: number;
 }
 
+/** The longest delay Node's timers take as given (2^31 - 1 ms). */
+const MAX_DELAY_MS = 2_147_483_647;
+
 /**
  * Entries that expire at their own deadlines, under one Node timer per queue (docs/performance.md,
  * "The pending calls' deadlines"). A timer per entry made Node build and drop its timer list for the
  * duration on every call whenever one call at a time was in flight, and switch the loop's reference
- * to its timers on and off, about 3 µs of every lone request. Here an entry is added to and removed
+ * to its timers on and off: several µs of every lone request. Here an entry is added to and removed
  * from a binary heap ordered by `dueAt`, and the one timer is armed for the earliest deadline; a
  * removal never touches the timer: when it fires with nothing due it re-arms for the earliest entry
  * left, or stays off when none is. The timer is unref'd: pending calls never hold a process open by
  * themselves (their connection does).
  */
-/** The longest delay Node's timers take as given (2^31 - 1 ms). */
-const MAX_DELAY_MS = 2_147_483_647;
-
 export class DeadlineQueue<E extends Due> {
   private readonly heap: E[] = [];
   private timer: NodeJS.Timeout | undefined;
