@@ -17,7 +17,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_CHILD_NODE_ARGS } from '../src/config/schema.js';
-import { pinToCpu } from './lib/affinity.js';
+import { onCpu } from './lib/affinity.js';
 import { median, runLoad } from './lib/load.js';
 import { kernelAndIdle } from './lib/machine.js';
 import { baselinePids, engineSetupPids } from './lib/members.js';
@@ -84,13 +84,8 @@ async function main(): Promise<void> {
     for (let round = 1; round <= rounds; round++) {
       for (const s of round % 2 === 1 ? subjects : [...subjects].reverse()) {
         const mark = (): void => [s.server, s.worker].forEach((pid) => process.kill(pid, 'SIGUSR1'));
-        const restore = oneCpu ? pinToCpu([process.pid, ...s.all], 0) : () => undefined;
-        let result;
-        try {
-          result = await runLoad({ url: `${s.url}/bench/hello`, connections: 1, durationMs: seconds * 1000, warmupMs: 1000, onMeasure: { start: mark, end: mark } });
-        } finally {
-          restore();
-        }
+        const load = () => runLoad({ url: `${s.url}/bench/hello`, connections: 1, durationMs: seconds * 1000, warmupMs: 1000, onMeasure: { start: mark, end: mark } });
+        const result = oneCpu ? await onCpu([process.pid, ...s.all], 0, load) : await load();
         await new Promise((resolve) => setTimeout(resolve, 300));
         const read = async (pid: number): Promise<{ times: number[]; kinds: number[] }> => JSON.parse(await readFile(join(dir, `hop-${pid}.json`), 'utf8'));
         const found = steps(await read(s.server), await read(s.worker));

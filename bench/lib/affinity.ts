@@ -57,3 +57,13 @@ export function pinToCpu(pids: readonly number[], cpu: number, set: (pid: number
   }
   return restore;
 }
+
+/** Runs `run` with every thread of `pids` on CPU `cpu`, and gives each its CPUs back afterwards. */
+export async function onCpu<T>(pids: readonly number[], cpu: number, run: () => Promise<T>): Promise<T> {
+  const restore = pinToCpu(pids, cpu);
+  try {
+    return await run();
+  } finally {
+    restore();
+  }
+}

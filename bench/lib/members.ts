@@ -5,7 +5,7 @@ import type { RequestSpec } from './requests.js';
 import { FORWARDED_MARK, loadOptions } from './requests.js';
 import type { Baseline, Engine, Resource } from './subjects.js';
 import { openPinned } from './subjects.js';
-import { pinToCpu } from './affinity.js';
+import { onCpu } from './affinity.js';
 import { cpuNs, processGroup, sampleRss, syscalls } from '../../test/support/proc.js';
 
 /**
@@ -176,14 +176,7 @@ export function onOneCpu<T>(member: Member, res: Resource<T>, pids: (setup: T) =
   return {
     ...member,
     label: `${member.label}, one CPU`,
-    run: async () => {
-      const restore = pinToCpu([process.pid, ...pids(await res.get())], cpu);
-      try {
-        return await member.run();
-      } finally {
-        restore();
-      }
-    },
+    run: async () => onCpu([process.pid, ...pids(await res.get())], cpu, () => member.run()),
   };
 }
 
