@@ -1,5 +1,6 @@
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { BoundedLabels } from './bounded-labels.js';
+import { RequestSeries } from './request-series.js';
 
 /**
  * The engine's Prometheus metrics (docs/operations.md#metrics). Each child keeps its own registry;
@@ -71,8 +72,8 @@ export interface RoutePatterns {
 
 export class EngineMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'route' | 'method' | 'status'>;
-  private readonly duration: Histogram<'route' | 'path'>;
+  /** Requests by route, method and status, and their latency by route and path. */
+  private readonly requests: RequestSeries;
   private readonly syncLag: Histogram;
   private readonly forwardErrors: Counter<'reason'>;
   private readonly reconnects: Counter;
@@ -93,30 +94,14 @@ export class EngineMetrics {
   private readonly channelLinks: Counter<'result'>;
   private readonly channelsCreated: Counter;
   private readonly channelsRefused: Counter<'reason'>;
-  /** Route label → method label → statuses, and the `path` labels: every request series of a route. */
-  private readonly seriesByRoute = new Map<string, { statuses: Map<string, Set<number>>; paths: Set<string> }>();
   /** The table's route patterns (retainRoutes): a set, or the table's own live view; undefined until given. */
   private liveRoutes: RoutePatterns | undefined;
   private readonly errorCodes = new BoundedLabels(MAX_ERROR_CODES);
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'switchyard_http_requests_total',
-      help: 'HTTP requests answered, by route pattern, method and status',
-      labelNames: ['route', 'method', 'status'],
-      registers,
-      // A request that matched a route just before it left records after the rebuild: drop it here.
-      collect: () => this.dropStaleRoutes(),
-    });
-    this.duration = new Histogram({
-      name: 'switchyard_http_request_duration_seconds',
-      help: 'HTTP request latency, by route pattern and by whether the handler ran on this process (local) or a peer (forwarded)',
-      labelNames: ['route', 'path'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-      collect: () => this.dropStaleRoutes(),
-    });
+    // A request that matched a route just before it left records after the rebuild: dropped at the read.
+    this.requests = new RequestSeries(this.registry, LATENCY_BUCKETS, () => this.dropStaleRoutes());
     memoryBoundGauge(registers, sources.pid, () => sources.memoryBoundBytes());
     new Gauge({ name: 'switchyard_http_requests_in_flight', help: 'Requests admitted and not yet finished', registers, collect() { this.set(sources.inFlight()); } });
     new Gauge({ name: 'switchyard_workers_connected', help: 'Worker WebSockets connected', registers, collect() { this.set(sources.connectedWorkers()); } });
@@ -290,24 +275,7 @@ export class EngineMetrics {
   }
 
   request(route: string | undefined, method: string, status: number, seconds: number, forwarded: boolean): void {
-    const routeLabel = route ?? UNMATCHED_ROUTE;
-    const methodLabel = KNOWN_METHODS.has(method) ? method : 'OTHER';
-    const pathLabel = forwarded ? 'forwarded' : 'local';
-    this.requests.inc({ route: routeLabel, method: methodLabel, status: String(status) });
-    this.duration.observe({ route: routeLabel, path: pathLabel }, seconds);
-    if (route === undefined) return;
-    let series = this.seriesByRoute.get(route);
-    if (series === undefined) {
-      series = { statuses: new Map(), paths: new Set() };
-      this.seriesByRoute.set(route, series);
-    }
-    let statuses = series.statuses.get(methodLabel);
-    if (statuses === undefined) {
-      statuses = new Set();
-      series.statuses.set(methodLabel, statuses);
-    }
-    statuses.add(status);
-    series.paths.add(pathLabel);
+    this.requests.record(route ?? UNMATCHED_ROUTE, KNOWN_METHODS.has(method) ? method : 'OTHER', status, seconds, forwarded ? 'forwarded' : 'local');
   }
 
   /**
@@ -335,17 +303,12 @@ export class EngineMetrics {
   private dropStaleRoutes(): void {
     const live = this.liveRoutes;
     if (live === undefined) return;
-    for (const route of this.seriesByRoute.keys()) if (!live.has(route)) this.dropRoute(route);
+    for (const route of this.requests.routes()) if (!live.has(route)) this.dropRoute(route);
   }
 
+  /** Unmatched requests are one fixed label, never a table route: their series stay. */
   private dropRoute(route: string): void {
-    const series = this.seriesByRoute.get(route);
-    if (series === undefined) return;
-    for (const [method, statuses] of series.statuses) {
-      for (const status of statuses) this.requests.remove({ route, method, status: String(status) });
-    }
-    for (const path of series.paths) this.duration.remove({ route, path });
-    this.seriesByRoute.delete(route);
+    if (route !== UNMATCHED_ROUTE) this.requests.drop(route);
   }
 
   tableSyncLag(seconds: number): void {
