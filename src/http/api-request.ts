@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { RawJson } from '../invocation/raw-json.js';
+import { dataRecord } from '../values.js';
 
 /** The ApiRequest a handler receives (http-module.md §2.3, plus `request_id` and `ip`). */
 export interface ApiRequest {
@@ -123,7 +124,7 @@ export function apiRequestData(request: ApiRequest, extra?: string): RawJson {
 
 /** Header names are lower-case (Node gives them so); repeated headers are joined with ", ". */
 export function flattenHeaders(headers: IncomingHttpHeaders): Record<string, string> {
-  const out = Object.create(null) as Record<string, string>;
+  const out = dataRecord();
   for (const name in headers) {
     const value = headers[name];
     if (value === undefined) continue;

@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import { checkJson } from '../protocol/json-check.js';
+import { dataRecord } from '../values.js';
 
 /**
  * Reading and decoding request bodies (docs/http.md#bodies). Reading is bounded by the body limit
@@ -113,9 +114,9 @@ function mediaType(contentType: string | undefined): string {
   return (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
 }
 
-/** Form fields and query strings become null-prototype objects: a `__proto__` key stays plain data. */
+/** Form fields and query strings become objects that inherit nothing: a `__proto__` key stays plain data. */
 export function searchParamsToObject(params: URLSearchParams): Record<string, string> {
-  const out = Object.create(null) as Record<string, string>;
+  const out = dataRecord();
   for (const [key, value] of params) out[key] = value; // last value wins for repeated keys
   return out;
 }

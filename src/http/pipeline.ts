@@ -25,6 +25,7 @@ import type { StreamEnd } from './response-stream.js';
 import type { HttpReply } from './response.js';
 import { errorReply, writeReply } from './response.js';
 import { outcomeReply, responseReply, RETRY_AFTER_SECONDS } from './replies.js';
+import { dataRecord } from '../values.js';
 
 export interface PipelineDeps {
   config: ApiConfig;
@@ -50,7 +51,7 @@ export interface PipelineDeps {
  * `query_params` and `path_params` in place, and merging into a frozen object threw (500
  * INTERNAL_ERROR for any query_params patch on a request without a query string).
  */
-const emptyParams = (): Record<string, string> => Object.create(null) as Record<string, string>;
+const emptyParams = (): Record<string, string> => dataRecord();
 
 /** What reading a request without a body gives (readBody's answer for it, without its promise). */
 const NO_BODY = { ok: true, bytes: Buffer.alloc(0) } as const;

@@ -1,6 +1,7 @@
 import type { InvocationFailure, InvocationOutcome } from '../invocation/invoker.js';
 import type { HttpReply } from './response.js';
 import { errorReply, mapApiResponse, workerErrorReply } from './response.js';
+import { dataRecord } from '../values.js';
 
 /** How an invocation's outcome becomes HTTP (docs/http.md#errors-and-status-codes). Pure functions. */
 export const RETRY_AFTER_SECONDS = '1';
@@ -26,8 +27,8 @@ export function failureReply(failure: InvocationFailure, requestId: string): Htt
 
 /** The response as onResponse middleware sees it: status, header map, body (JSON bodies parsed). */
 export function sentResponse(reply: HttpReply): { status_code: number; headers: Record<string, string>; body: unknown } {
-  // Null prototype: a header the worker named `constructor` or `__proto__` is a header like any other.
-  const headers = Object.create(null) as Record<string, string>;
+  // Inheriting nothing: a header the worker named `constructor` or `__proto__` is a header like any other.
+  const headers = dataRecord();
   for (const [name, value] of reply.headers) headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
   let body: unknown = reply.body === undefined ? null : reply.body.toString();
   if (typeof body === 'string' && headers['content-type']?.startsWith('application/json')) {

@@ -1,6 +1,7 @@
 import type { PathPattern, PatternSegment } from './path-pattern.js';
 import { normalizeTrailingSlash, splitPath } from './path-pattern.js';
 import { ChurnMap } from './churn-map.js';
+import { dataRecord } from '../values.js';
 
 /**
  * A segment trie. Matching walks one map lookup per segment, so its cost depends on the path's depth,
@@ -128,9 +129,9 @@ export class Router<T extends RouteTarget> {
       route = this.walk(this.root, segments, 0, 'GET', values);
     }
     if (route === undefined) return this.missed(segments);
-    // Null prototype: a parameter named `__proto__` (a valid name) must stay plain data, not be dropped
-    // by the Object.prototype setter; query params use null-prototype objects for the same reason.
-    const params = Object.create(null) as Record<string, string>;
+    // Inheriting nothing: a parameter named `__proto__` (a valid name) must stay plain data, not be
+    // dropped by the Object.prototype setter; query params are made the same way for the same reason.
+    const params = dataRecord();
     const names = route.pattern.paramNames;
     for (let i = 0; i < names.length; i++) params[names[i] as string] = values[i] as string;
     return { kind: 'matched', match: { route, params } };

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { FunctionFilter, RbacConfig, WorkerLimits } from '../config/types.js';
 import { listenerPrincipal } from '../routing/principal.js';
-import { isPlainObject } from '../values.js';
+import { dataRecord, isPlainObject } from '../values.js';
 
 /**
  * Worker permissions (iii's worker RBAC, docs/security.md): what one connection may call and
@@ -149,11 +149,11 @@ export function parseAuthResult(value: unknown): AuthResult | { error: string } 
  * constructor instead of a list, and the throw ended the process).
  */
 export function authInput(request: IncomingMessage): { headers: Record<string, string>; query_params: Record<string, string[]>; ip_address: string } {
-  const headers = Object.create(null) as Record<string, string>;
+  const headers = dataRecord();
   for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
   }
-  const query_params = Object.create(null) as Record<string, string[]>;
+  const query_params = dataRecord<string[]>();
   const url = new URL(request.url ?? '/', 'http://worker.invalid');
   for (const [key, value] of url.searchParams) (query_params[key] ??= []).push(value);
   const ip = request.socket.remoteAddress ?? '';

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { ApiRequest } from '../../src/http/api-request.js';
 import { apiRequestData, apiRequestJson, apiRequestWithJsonBody, clientIp, flattenHeaders, requestChanged } from '../../src/http/api-request.js';
 import { deepMerge } from '../../src/middleware/merge.js';
+import { inheritsNothing } from '../../src/values.js';
 
 function fakeRequest(headers: IncomingHttpHeaders, remoteAddress: string | undefined): IncomingMessage {
   return { headers, socket: { remoteAddress } } as unknown as IncomingMessage;
@@ -20,10 +21,12 @@ describe('flattenHeaders', () => {
     expect('x-missing' in out).toBe(false);
   });
 
-  it('returns a null-prototype object so header names like __proto__ stay data', () => {
+  it('returns an object that inherits nothing, so header names like __proto__ stay data', () => {
     const headers = JSON.parse('{"__proto__":"x","constructor":"y"}') as IncomingHttpHeaders;
     const out = flattenHeaders(headers);
-    expect(Object.getPrototypeOf(out)).toBeNull();
+    expect(inheritsNothing(out)).toBe(true);
+    expect('toString' in out).toBe(false);
+    expect(JSON.stringify(out)).toBe('{"__proto__":"x","constructor":"y"}');
     expect(Object.getOwnPropertyDescriptor(out, '__proto__')?.value).toBe('x');
     expect(out.constructor).toBe('y');
   });

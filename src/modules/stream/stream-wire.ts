@@ -1,4 +1,4 @@
-import { isPlainObject } from '../../values.js';
+import { dataRecord, isPlainObject } from '../../values.js';
 
 /**
  * What travels on the stream client socket (port 3112) and in `stream` trigger payloads, in iii's
@@ -116,7 +116,7 @@ export interface StreamAuthInput {
 
 /** `?a=1&a=2&b` → `{a: ["1","2"], b: [""]}`; values as sent (not percent-decoded), as iii does. */
 export function queryToMultiMap(query: string): Record<string, string[]> {
-  const map: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
+  const map = dataRecord<string[]>();
   for (const pair of query.split('&')) {
     if (pair === '') continue;
     const eq = pair.indexOf('=');
