@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { FramingGuard } from '../../src/http/framing-guard.js';
+import { cleanHeadFraming, exactHeadFraming } from '../../src/http/request-head.js';
 import { ReferenceFramingGuard } from '../support/framing-guard-reference.js';
 
 const scanAll = (text: string, splitAt: number[] = []): ReturnType<FramingGuard['scan']>[] => {
@@ -154,6 +155,36 @@ describe('FramingGuard', () => {
         }),
         { numRuns: 3000 },
       );
+    });
+
+    it('reads common heads in one pass, agreeing with the exact reading wherever that pass answers', () => {
+      // Mostly lines the one pass accepts (any case of the framing names, their usual values), some odd ones.
+      const usualLine = fc
+        .tuple(pick(['Host', 'host', 'HOST', 'Transfer-Encoding', 'transfer-encoding', 'Content-Length', 'CONTENT-LENGTH', 'Upgrade', 'Connection', 'connection', 'X-A', 'Accept', 'Hostx']), pick([' x', '', ' chunked', 'chunked', ' 5', ' 0', ' 123456789012345', ' keep-alive, Upgrade', ' close', ' a:b', ' \xe9', ' websocket']))
+        .map(([n, v]) => `${n}:${v}`);
+      const usualRequestLine = pick(['GET /a HTTP/1.1', 'POST /p?q=1 HTTP/1.1', 'GET / HTTP/1.0', 'CONNECT h:80 HTTP/1.1', 'OPTIONS * HTTP/1.1']);
+      const head = fc
+        .tuple(fc.oneof({ weight: 4, arbitrary: usualRequestLine }, { weight: 1, arbitrary: requestLine }), fc.array(fc.oneof({ weight: 12, arbitrary: usualLine }, { weight: 1, arbitrary: headerLine }), { maxLength: 8 }))
+        .map(([line, headers]) => [line, ...headers].join('\r\n'));
+      let answered = 0;
+      fc.assert(
+        fc.property(head, (text) => {
+          const bytes = Buffer.from(text, 'latin1');
+          const fast = cleanHeadFraming(bytes, 0, bytes.length);
+          if (fast === undefined) return;
+          answered++;
+          expect(fast).toEqual(exactHeadFraming(bytes, 0, bytes.length));
+        }),
+        { numRuns: 5000 },
+      );
+      expect(answered).toBeGreaterThan(1000);
+      const ordinary = Buffer.from('GET /a?b=1 HTTP/1.1\r\nhost: x\r\nContent-Length: 5\r\nConnection: keep-alive, Upgrade\r\nUpgrade: ws', 'latin1');
+      expect(cleanHeadFraming(ordinary, 0, ordinary.length)).toEqual({ version: '1.1', contentLength: 5, chunked: false, hosts: 1, upgradeHeader: true, connectionUpgrade: true });
+      // 100 header lines are read in the one pass; the 101st is left to the exact reading (which refuses it).
+      const lines = (n: number): Buffer => Buffer.from(['GET / HTTP/1.1', 'Host: x', ...Array<string>(n - 1).fill('X: y')].join('\r\n'), 'latin1');
+      expect(cleanHeadFraming(lines(100), 0, lines(100).length)).toMatchObject({ hosts: 1 });
+      expect(cleanHeadFraming(lines(101), 0, lines(101).length)).toBeUndefined();
+      expect(exactHeadFraming(lines(101), 0, lines(101).length)).toMatchObject({ code: 'HEADERS_TOO_LARGE' });
     });
 
     it('on the cases above', () => {
