@@ -282,6 +282,22 @@ describe('decodeFrame: invocationresult', () => {
     expect(message({ ...base, error: 42 })).toStrictEqual({ ...base, error: { code: 'unknown_error', message: '42' } });
   });
 
+  it('refuses each string field over its length limit, and takes it at the limit', () => {
+    const limits = [
+      ['invocation_id', 256],
+      ['function_id', 1024],
+      ['traceparent', 256],
+      ['baggage', 8192],
+    ] as const;
+    for (const [field, max] of limits) {
+      expect(message({ ...base, [field]: 'x'.repeat(max) }), field).toMatchObject({ [field]: 'x'.repeat(max) });
+      expect(invalidReason({ ...base, [field]: 'x'.repeat(max + 1) })).toStrictEqual(invalidMessage(`invocationresult "${field}" longer than ${max} characters`));
+    }
+    // The limits of other messages' fields hold too (registerfunction's id, a reattach token).
+    expect(invalidReason({ type: 'registerfunction', id: 'f'.repeat(1025) })).toStrictEqual(invalidMessage('registerfunction "id" longer than 1024 characters'));
+    expect(invalidReason({ type: 'reattach', previous_worker_id: 'w', reattach_token: 't'.repeat(257) })).toStrictEqual(invalidMessage('reattach "reattach_token" longer than 256 characters'));
+  });
+
   it('treats a null error as no error', () => {
     expect(message({ ...base, result: 1, error: null })).toStrictEqual({ ...base, result: 1 });
   });
