@@ -1,18 +1,22 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../../test/support/processes.js';
 
 /**
- * The engine as it was at an older commit, built once into .bench-against/<sha>/ (git archive of the
- * commit, its own `npm ci` from its own lock file, its own `tsc` build), so `npm run bench -- --against
- * <commit>` measures today's engine and that one in the same run. Nothing of the old tree is imported
- * here: the old engine only runs as a process, started through its own bin/switchyard.js.
+ * The engine as it was at an older commit, built once into <tmpdir>/switchyard-bench-against/<sha>/
+ * (git archive of the commit, its own `npm ci` from its own lock file, its own `tsc` build), so `npm
+ * run bench -- --against <commit>` measures today's engine and that one in the same run. Nothing of
+ * the old tree is imported here: the old engine only runs as a process, started through its own
+ * bin/switchyard.js. Outside this checkout: Node looks for a package the old build does not have in
+ * every parent directory's node_modules, and inside the checkout it found today's (an optional
+ * dependency added since, such as bufferutil, ran in both engines).
  */
 export function engineBuiltAt(commit: string): { sha: string; bin: string } {
   const git = (...args: string[]): string => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
   const sha = git('rev-parse', '--verify', `${commit}^{commit}`);
-  const dir = join(ROOT, '.bench-against', sha);
+  const dir = join(tmpdir(), 'switchyard-bench-against', sha);
   const bin = join(dir, 'bin', 'switchyard.js');
   const done = join(dir, '.built');
   if (existsSync(done)) return { sha, bin };
