@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { DecodeResult } from '../../src/protocol/decode.js';
 import { decodeFrame, decodeMessage } from '../../src/protocol/decode.js';
-import { encodeFrame, encodeInvocation, encodeInvocationResult } from '../../src/protocol/encode.js';
+import { encodeFrame, encodeInvocation, encodeInvocationResult, jsonString } from '../../src/protocol/encode.js';
 import type { EngineWireError, InboundMessage } from '../../src/protocol/messages.js';
 import { relayed } from '../../src/protocol/messages.js';
 
@@ -690,5 +690,18 @@ describe('encode', () => {
       kind: 'message',
       message: { type: 'invokefunction', invocation_id: 'i', function_id: 'f', data: { x: [1, 2] } },
     });
+  });
+});
+
+describe('jsonString', () => {
+  it('writes every string exactly as JSON.stringify does', () => {
+    const cases = ['', 'bench::f0', '3b952f96-0a1b-4c2d-8e3f-0123456789ab', 'a"b', 'a\\b', 'line\nbreak', '\u0000', '\u007f', 'é', '\ud800', '\udc00x', '😀', 'x'.repeat(256), `${'x'.repeat(256)}"`];
+    for (const value of cases) expect(jsonString(value), JSON.stringify(value)).toBe(JSON.stringify(value));
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ maxLength: 300 }), fc.string({ maxLength: 40, unit: 'binary' }), fc.string({ maxLength: 40, unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) })), (value) => {
+        expect(jsonString(value)).toBe(JSON.stringify(value));
+      }),
+      { numRuns: 3000 },
+    );
   });
 });
