@@ -1,22 +1,6 @@
 import type { MetricValueWithName, Registry } from 'prom-client';
 
-/**
- * The two request metric families, `switchyard_http_requests_total{route,method,status}` and
- * `switchyard_http_request_duration_seconds{route,path}`, counted in plain numbers on the request
- * path and written out in prom-client's metric JSON only when /metrics is read.
- *
- * Why not prom-client's Counter and Histogram: each `inc`/`observe` with labels validates them,
- * builds a key string from every label and looks it up as a property name, so V8 hashes and
- * internalises a new string twice per request — about 9,000 instructions of a lone request's
- * ~225,000 in the engine child (docs/performance.md, "Instructions per request"). Here a request
- * finds its series through the route's pattern string (the same string object on every request, its
- * hash cached) and a small map per method, and adds to numbers.
- *
- * The output is what prom-client's own metrics give for the same observations — same names, labels
- * and label order, cumulative buckets, `+Inf`, `_sum`, `_count`, aggregator `sum` — so the primary's
- * AggregatorRegistry sums them across children as before (test/unit/request-series.test.ts holds it
- * to a prom-client Counter and Histogram fed the same requests).
- */
+/** Where a request's handler ran: on this process, or on a peer it was forwarded to. */
 export type RequestPath = 'local' | 'forwarded';
 
 interface Durations {
@@ -46,6 +30,23 @@ interface ExportedMetric {
 export const REQUESTS_TOTAL = 'switchyard_http_requests_total';
 export const REQUEST_DURATION = 'switchyard_http_request_duration_seconds';
 
+/**
+ * The two request metric families, `switchyard_http_requests_total{route,method,status}` and
+ * `switchyard_http_request_duration_seconds{route,path}`, counted in plain numbers on the request
+ * path and written out in prom-client's metric JSON only when /metrics is read.
+ *
+ * Why not prom-client's Counter and Histogram: each `inc`/`observe` with labels validates them,
+ * builds a key string from every label and looks it up as a property name, so V8 hashes and
+ * internalises a new string twice per request — about 9,000 instructions of a lone request's
+ * ~225,000 in the engine child (docs/performance.md, "Instructions per request"). Here a request
+ * finds its series through the route's pattern string (the same string object on every request, its
+ * hash cached) and a small map per method, and adds to numbers.
+ *
+ * The output is what prom-client's own metrics give for the same observations — same names, labels
+ * and label order, cumulative buckets, `+Inf`, `_sum`, `_count`, aggregator `sum` — so the primary's
+ * AggregatorRegistry sums them across children as before (test/unit/request-series.test.ts holds it
+ * to a prom-client Counter and Histogram fed the same requests).
+ */
 export class RequestSeries {
   /** Route label → its series, in the order routes first served a request. */
   private readonly byRoute = new Map<string, RouteSeries>();
