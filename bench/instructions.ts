@@ -141,6 +141,8 @@ async function startEngine(bin: string, outPrefix: string, perfMap: boolean): Pr
     stop: async () => {
       await stopGroup(child, [worker]);
       rmSync(dir, { recursive: true, force: true });
+      // The primary's code map (valgrind runs node in its own process, so the pid is the primary's).
+      if (perfMap) rmSync(`/tmp/perf-${child.pid as number}.map`, { force: true });
     },
   };
 }
