@@ -196,20 +196,25 @@ export function frameStream(socket, onFrame) {
   };
 }
 
-/** The owner's end of the relay: each frame is `functionId \n dataJson`; the reply is the worker's message text. */
-export async function relayServer(path, invoke) {
+/**
+ * The owner's end of the relay: each frame is `functionId \n dataJson`; the reply is the worker's
+ * message text. `where` is a Unix socket path, or `{ host, port }` for TCP (port 0: any free one).
+ * Resolves to the address to give relayClient.
+ */
+export async function relayServer(where, invoke) {
   const server = createNetServer((socket) => {
     const send = frameStream(socket, (id, text) => {
       const nl = text.indexOf('\n');
       invoke(text.slice(0, nl), text.slice(nl + 1), (_m, reply) => send(id, reply));
     });
   });
-  await new Promise((resolve) => server.listen(path, resolve));
+  await new Promise((resolve) => server.listen(where, resolve));
+  return typeof where === 'string' ? where : { host: where.host, port: server.address().port };
 }
 
-/** The receiving end: an `invoke` with the local one's signature that goes through the relay. */
-export async function relayClient(path) {
-  const socket = connect(path);
+/** The receiving end: an `invoke` with the local one's signature that goes through the relay (at relayServer's address). */
+export async function relayClient(where) {
+  const socket = connect(where);
   await new Promise((resolve) => socket.once('connect', resolve));
   const pending = new Map();
   let lastId = 0;

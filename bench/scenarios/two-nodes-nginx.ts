@@ -10,7 +10,8 @@ import { freePort, startRedisServer } from '../../test/support/redis.js';
 import { customMember, processGroupPids } from '../lib/members.js';
 import type { LoadGroup } from '../lib/report.js';
 import { HELLO } from '../lib/requests.js';
-import { readyz, resource, spawnWorker, stopGroup, until } from '../lib/subjects.js';
+import type { Baseline } from '../lib/subjects.js';
+import { readyz, resource, spawnWorker, startBaseline, stopGroup, until } from '../lib/subjects.js';
 
 /** The status of a GET, its body read and dropped; 0 when the connection fails. */
 async function status(url: string): Promise<number> {
@@ -28,6 +29,10 @@ interface TwoNodes {
   local: string;
   /** nginx in front of node B only: every request crosses to node A. */
   cross: string;
+  /** The same two paths without an engine: nginx in front of baseline (2), and of (4) relaying over TCP. */
+  bareLocal: string;
+  bareCross: string;
+  baselines: Baseline[];
   redis: RedisServer;
   nodes: EngineHandle[];
   worker: ManagedProcess;
@@ -47,7 +52,12 @@ async function startTwoNodes(): Promise<TwoNodes> {
   for (const node of [nodeA, nodeB]) {
     await until(`/bench/hello on ${node.httpUrl}`, 10_000, async () => ((await status(`${node.httpUrl}${HELLO.path}`)) === 200 ? true : undefined));
   }
-  const [localPort, crossPort] = [await freePort(), await freePort()];
+  // The bare pair: (2) is the local path with nothing but the hop to the worker; (4) with RELAY_TCP
+  // adds one process that relays every request over a TCP connection on loopback to a process like
+  // (2), as node B does to node A. Their ratio is what the extra hop costs with no engine at all.
+  const baselines = [await startBaseline('2-ws-worker.mjs'), await startBaseline('4-relay.mjs', { RELAY_TCP: '1' })];
+  const [bareLocalOrigin, bareCrossOrigin] = baselines.map((b) => new URL(b.origin).host);
+  const [localPort, crossPort, bareLocalPort, bareCrossPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-nginx-'));
   const server = (port: number, upstream: string): string =>
     `server { listen 127.0.0.1:${port}; location / { proxy_pass http://${upstream}; proxy_http_version 1.1; proxy_set_header Connection ""; } }`;
@@ -65,8 +75,12 @@ async function startTwoNodes(): Promise<TwoNodes> {
       `  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy; fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
       `  upstream node_a { server ${new URL(nodeA.httpUrl).host}; keepalive 128; }`,
       `  upstream node_b { server ${new URL(nodeB.httpUrl).host}; keepalive 128; }`,
+      `  upstream bare_local { server ${bareLocalOrigin}; keepalive 128; }`,
+      `  upstream bare_cross { server ${bareCrossOrigin}; keepalive 128; }`,
       `  ${server(localPort, 'node_a')}`,
       `  ${server(crossPort, 'node_b')}`,
+      `  ${server(bareLocalPort, 'bare_local')}`,
+      `  ${server(bareCrossPort, 'bare_cross')}`,
       '}',
     ].join('\n'),
   );
@@ -74,18 +88,21 @@ async function startTwoNodes(): Promise<TwoNodes> {
   void nginx.exited.then(() => rmSync(dir, { recursive: true, force: true }));
   const local = `http://127.0.0.1:${localPort}`;
   const cross = `http://127.0.0.1:${crossPort}`;
-  for (const origin of [local, cross]) {
+  const bareLocal = `http://127.0.0.1:${bareLocalPort}`;
+  const bareCross = `http://127.0.0.1:${bareCrossPort}`;
+  for (const origin of [local, cross, bareLocal, bareCross]) {
     await until(`nginx at ${origin}`, 10_000, async () => {
       return (await status(`${origin}${HELLO.path}`)) === 200 ? true : undefined;
     });
   }
-  return { local, cross, redis, nodes: [nodeA, nodeB], worker, nginx };
+  return { local, cross, bareLocal, bareCross, baselines, redis, nodes: [nodeA, nodeB], worker, nginx };
 }
 
 async function stopTwoNodes(setup: TwoNodes): Promise<void> {
   await stopGroup(setup.nginx);
   await stopProcess(setup.worker, 'SIGTERM', 3000);
   await Promise.all(setup.nodes.map((node) => node.stop()));
+  await Promise.all(setup.baselines.map((baseline) => baseline.stop()));
   await setup.redis.stop();
 }
 
@@ -99,10 +116,20 @@ function pidsOf(setup: TwoNodes): { server: number[]; workers: number[]; rss: nu
   };
 }
 
+/** Server-side CPU of a bare path: nginx and the baseline's process group; its worker apart. */
+function barePidsOf(which: 0 | 1): (setup: TwoNodes) => { server: number[]; workers: number[]; rss: number[] } {
+  return (setup) => {
+    const baseline = processGroupPids((setup.baselines[which] as Baseline).pid);
+    return { server: [...processGroupPids(setup.nginx.child.pid as number).server, ...baseline.server], workers: baseline.workers, rss: baseline.server };
+  };
+}
+
 /**
  * Two Redis-mode nodes on this machine behind a real nginx (Debian package), the worker on node A:
  * requests through nginx to node B cross to node A over the TCP forward link; requests through nginx
- * to node A are served where the worker is. Target: crossing ≥ 0.85 × local.
+ * to node A are served where the worker is. Target: crossing ≥ 0.85 × local. The same two paths
+ * without an engine (nginx → (2), nginx → (4) over TCP → its owner) are measured in the same
+ * alternation: the info row says what the extra hop costs any engine of this design on this machine.
  */
 export function twoNodesNginx(): LoadGroup {
   const setup = resource(startTwoNodes, stopTwoNodes);
@@ -113,8 +140,14 @@ export function twoNodesNginx(): LoadGroup {
     members: {
       local: customMember('nginx → node A (the worker\'s node)', setup, HELLO, (s) => s.local, pidsOf),
       cross: customMember('nginx → node B → forwarded to node A', setup, HELLO, (s) => s.cross, pidsOf),
+      bareLocal: { ...customMember('nginx → (2)', setup, HELLO, (s) => s.bareLocal, barePidsOf(0)), engine: false },
+      bareCross: { ...customMember('nginx → (4) relay over TCP → owner as (2)', setup, HELLO, (s) => s.bareCross, barePidsOf(1)), engine: false },
     },
-    order: ['local', 'cross'],
-    rows: [{ name: 'nodes 2 (Redis mode) behind nginx, worker on node A: requests through node B against through node A', scenario: 'cross', baseline: 'local', target: 0.85 }],
+    order: ['local', 'cross', 'bareLocal', 'bareCross'],
+    rows: [
+      { name: 'nodes 2 (Redis mode) behind nginx, worker on node A: requests through node B against through node A', scenario: 'cross', baseline: 'local', target: 0.85 },
+      { name: 'info: the same hop without an engine, behind nginx: (4) relaying over TCP against (2)', scenario: 'bareCross', baseline: 'bareLocal' },
+      { name: 'info: behind nginx, Switchyard through node A against (2)', scenario: 'local', baseline: 'bareLocal' },
+    ],
   };
 }
