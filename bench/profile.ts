@@ -3,7 +3,7 @@
  *
  *   npm run bench:profile -- [--middleware] [--body 1k|64k] [--sdk [--shipped]] [--connections N]
  *                            [--worker-prof] [--interval-us N] [--seconds N] [--out DIR] [--against COMMIT]
- *                            [--window cpu|heap|cpu,heap|snapshot] [--gc] [--node-args "FLAGS"]
+ *                            [--window cpu|heap|cpu,heap|snapshot] [--gc] [--node-args "FLAGS"] [--redis]
  *   npm run bench:profile -- --baseline 2-ws-worker.mjs --window cpu|heap|cpu,heap [--seconds N] [--connections N]
  *
  * Starts a one-process engine with `--cpu-prof` (primary and child write a .cpuprofile into DIR when
@@ -33,6 +33,7 @@ import { join, resolve } from 'node:path';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { childPids, cpuNs } from '../test/support/proc.js';
 import { spawnManaged, startEngine, stopProcess } from '../test/support/processes.js';
+import { startRedisServer } from '../test/support/redis.js';
 import { engineBuiltAt } from './lib/against.js';
 import { runLoad } from './lib/load.js';
 import { startBaseline } from './lib/subjects.js';
@@ -172,9 +173,11 @@ async function main(): Promise<void> {
   const window = option('--window');
   const baselineFile = option('--baseline');
   if (baselineFile !== undefined) return profileBaseline(baselineFile, window, outDir, seconds);
+  // `--redis`: the engine in Redis mode (one node, its own redis-server), as each node of the bench's two-node rows.
+  const redis = flag('--redis') ? await startRedisServer() : undefined;
   const engine = await startEngine({
     ...(againstCommit === undefined ? {} : { engineBin: engineBuiltAt(againstCommit).bin }),
-    cluster: { processes: 1 },
+    cluster: { processes: 1, ...(redis === undefined ? {} : { redis_url: redis.url, secret: 'profile', name: 'profile', node_id: 'node-a', advertise_host: '127.0.0.1' }) },
     logLevel: 'warn',
     nodeArgs: [
       ...(window === undefined
@@ -256,6 +259,7 @@ async function main(): Promise<void> {
     } finally {
       await stopProcess(worker, 'SIGTERM', 3000);
       await engine.stop();
+      await redis?.stop();
     }
   })();
   const written = readdirSync(outDir).filter((f) => !before.has(f) && !f.endsWith('.done'));
