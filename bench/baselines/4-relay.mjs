@@ -15,8 +15,9 @@ if (process.env.RELAY_SOCKET !== undefined) {
   // The sibling: owns the worker, serves the relay.
   const path = process.env.RELAY_SOCKET;
   process.on('SIGTERM', () => process.exit(0));
-  process.on('exit', () => rmSync(path, { force: true }));
-  process.send(await relayServer(path === 'tcp' ? { host: '127.0.0.1', port: 0 } : path, await startWorker()));
+  const tcp = path === 'tcp';
+  if (!tcp) process.on('exit', () => rmSync(path, { force: true }));
+  process.send(await relayServer(tcp ? { host: '127.0.0.1', port: 0 } : path, await startWorker()));
 } else {
   const path = process.env.RELAY_TCP === '1' ? 'tcp' : join(tmpdir(), `switchyard-baseline4-${process.pid}.sock`);
   const owner = fork(fileURLToPath(import.meta.url), { env: { ...process.env, RELAY_SOCKET: path } });
