@@ -177,6 +177,20 @@ describe('route and function ownership, restricted middleware, per-worker limits
       server.send({ type: 'registerfunction', id: 'slow::never' });
       await server.sync();
       const caller = await worker(limitedUrl);
+      // The caller may sit on the other process: wait until its process's table holds the
+      // function (one answered call at a time, so no slot stays taken), or the first call
+      // would be refused as unknown instead of waiting.
+      let probe = 0;
+      await waitUntil(
+        async () => {
+          const invocation_id = `10000000-0000-4000-8000-${String(++probe).padStart(12, '0')}`;
+          caller.send({ type: 'invokefunction', invocation_id, function_id: 'engine::functions::list', data: {} });
+          const listed = await caller.next((f) => f.type === 'invocationresult' && f.invocation_id === invocation_id, 5_000);
+          return (listed.result?.functions ?? []).some((f: { function_id: string }) => f.function_id === 'slow::never');
+        },
+        10_000,
+        'the caller\'s process to list slow::never',
+      );
       for (let i = 0; i < 3; i++) caller.send({ type: 'invokefunction', invocation_id: `00000000-0000-4000-8000-00000000000${i}`, function_id: 'slow::never', data: {} });
       const refused = await caller.next((f) => f.type === 'invocationresult', 10_000);
       expect(refused.invocation_id).toBe('00000000-0000-4000-8000-000000000002');
