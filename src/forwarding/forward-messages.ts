@@ -2,6 +2,8 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ENGINE_FAILURE_CODES } from '../errors.js';
 import type { EngineFailureCode, InvocationOutcome } from '../invocation/invoker.js';
 import { RawJson, toJson } from '../invocation/raw-json.js';
+import { decodeKeepingBody } from '../protocol/answer-body.js';
+import { decodeFrame } from '../protocol/decode.js';
 import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
 
 /**
@@ -9,7 +11,9 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  * (Unix socket on one host, TCP across hosts) carries any number of calls at once; results come
  * back in whatever order they finish, matched by call id. Frames: see forward-frames.ts.
  *
- *   client → server  [0 hello, version, cluster, proof, peerId, nonce, timestampMs]   first frame, always
+ *   client → server  [0 hello, version, cluster, proof, peerId, nonce, timestampMs, features]
+ *                    first frame, always; features (appended later in 2, a bit set) says what the
+ *                    client reads beyond version 2's first build: 1 = resultFrame
  *   server → client  [1 helloOk, version]                               or
  *   server → client  [2 reject, reason]                                 then the server closes
  *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid,
@@ -21,6 +25,11 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   server → client  [4 resultOk, id, valueJson|null]
  *   server → client  [5 resultWorkerError, id, code, message, stacktrace|null]
  *   server → client  [6 resultEngineError, id, code, message]
+ *   server → client  [8 resultFrame, id, workerFrame]   only to a client whose hello had feature 1
+ *                    a worker's answer of RESULT_FRAME_MIN_BYTES or more as the worker sent it: its
+ *                    invocationresult frame's bytes (msgpack bin), decoded by the client as the owner
+ *                    decoded it, so the value is not serialised again on the owner, and a large
+ *                    body stays bytes on the client too (answer-body.ts)
  *   client → server  [7 channelAttach, version, cluster, proof, peerId, channelId, key, direction,
  *                     nonce, timestampMs]
  *                    instead of hello, on a connection of its own: joins a streaming channel held by
@@ -98,7 +107,12 @@ const KIND = {
   resultWorkerError: 5,
   resultEngineError: 6,
   channelAttach: 7,
+  resultFrame: 8,
 } as const;
+
+/** Hello features (a bit set): what a client reads beyond version 2's first build. */
+export const HELLO_FEATURES = { resultFrame: 1 } as const;
+const FEATURES_SENT = HELLO_FEATURES.resultFrame;
 
 export interface HelloMessage {
   kind: 'hello';
@@ -108,6 +122,8 @@ export interface HelloMessage {
   peerId: string;
   nonce: string;
   timestampMs: number;
+  /** HELLO_FEATURES bits; 0 from a client of an older build. */
+  features: number;
 }
 
 export interface CallMessage {
@@ -159,7 +175,7 @@ export function encodeHello(hello: HelloInput): Buffer {
   const nonce = hello.nonce ?? randomBytes(16).toString('hex');
   const timestampMs = hello.timestampMs ?? Date.now();
   const proof = proofOf(hello.secret, proofText('hello', hello.cluster, hello.peerId, nonce, timestampMs));
-  return encodeFrame([KIND.hello, hello.version, hello.cluster, proof, hello.peerId, nonce, timestampMs], HELLO_MAX_FRAME_BYTES);
+  return encodeFrame([KIND.hello, hello.version, hello.cluster, proof, hello.peerId, nonce, timestampMs, FEATURES_SENT], HELLO_MAX_FRAME_BYTES);
 }
 
 export function encodeChannelAttach(attach: HelloInput & { channelId: string; key: string; direction: 'read' | 'write' }): Buffer {
@@ -193,8 +209,21 @@ export function encodeCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: numbe
   return encodeFrame(head, maxFrameBytes);
 }
 
-export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameBytes: number): Buffer {
+/**
+ * From this size a worker's answer crosses as its own frame (to a client that reads resultFrame).
+ * Measured per answer, owner and client together (docs/performance.md, "result frames"): below
+ * about 1 KiB parsing the whole frame on the client costs more than serialising the value again on
+ * the owner; from 2 KiB the frame costs 15–35 % less.
+ */
+export const RESULT_FRAME_MIN_BYTES = 2048;
+
+/**
+ * `framesFrom`: a worker's answer whose frame is at least this long goes as resultFrame (the server
+ * passes RESULT_FRAME_MIN_BYTES when the client's hello says it reads them, else Infinity).
+ */
+export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameBytes: number, framesFrom = Number.POSITIVE_INFINITY): Buffer {
   if (outcome.ok) {
+    if (outcome.frame !== undefined && outcome.frame.length >= framesFrom) return encodeFrame([KIND.resultFrame, id, outcome.frame], maxFrameBytes);
     const valueJson = outcome.value === undefined ? null : toJson(outcome.value);
     return encodeFrame([KIND.resultOk, id, valueJson], maxFrameBytes);
   }
@@ -231,9 +260,18 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
   switch (m[0]) {
     case KIND.hello: {
       // A version-1 hello (secret in field 3, no nonce) decodes too, so it is refused by name.
-      const [, version, cluster, proof, peerId, nonce, timestampMs] = m;
+      const [, version, cluster, proof, peerId, nonce, timestampMs, features] = m;
       if (!isId(version) || !isString(cluster) || !isString(proof) || !isString(peerId)) throw malformed('hello');
-      return { kind: 'hello', version, cluster, proof, peerId, nonce: isString(nonce) ? nonce : '', timestampMs: isId(timestampMs) ? timestampMs : 0 };
+      return {
+        kind: 'hello',
+        version,
+        cluster,
+        proof,
+        peerId,
+        nonce: isString(nonce) ? nonce : '',
+        timestampMs: isId(timestampMs) ? timestampMs : 0,
+        features: isId(features) ? features : 0,
+      };
     }
     case KIND.call: {
       const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage, metadata, channels] = m;
@@ -310,6 +348,16 @@ export function decodeServerMessage(body: Buffer): ServerMessage {
         throw malformed('result: value is not JSON');
       }
       return { kind: 'result', id, outcome: { ok: true, value } };
+    }
+    case KIND.resultFrame: {
+      const [, id, frame] = m;
+      if (!isId(id) || !Buffer.isBuffer(frame)) throw malformed('result frame');
+      // Decoded as the owner decoded it from its worker (a large body stays bytes: answer-body.ts).
+      const decoded = decodeKeepingBody(frame) ?? decodeFrame(frame);
+      if (decoded.kind !== 'message' || decoded.message.type !== 'invocationresult' || decoded.message.error !== undefined) {
+        throw malformed('result frame: not a worker\'s answer');
+      }
+      return { kind: 'result', id, outcome: { ok: true, value: decoded.message.result } };
     }
     case KIND.resultWorkerError: {
       const [, id, code, message, stacktrace] = m;

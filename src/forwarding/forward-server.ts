@@ -14,8 +14,10 @@ import { forwardTcpServer } from './forward-tls.js';
 import type { CallMessage, ChannelAttachMessage, ClientMessage, HelloMessage } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,
+  HELLO_FEATURES,
   HELLO_MAX_FRAME_BYTES,
   PROOF_WINDOW_MS,
+  RESULT_FRAME_MIN_BYTES,
   RETIRE_WORKER_FUNCTION,
   decodeClientMessage,
   encodeHelloOk,
@@ -70,6 +72,8 @@ interface PeerConnection {
   peerId: string | undefined;
   inFlight: number;
   helloTimer: NodeJS.Timeout | undefined;
+  /** RESULT_FRAME_MIN_BYTES when the client's hello said it reads resultFrame messages, else Infinity. */
+  framesFrom: number;
 }
 
 const DEFAULT_HELLO_TIMEOUT_MS = 5000;
@@ -218,6 +222,7 @@ export class ForwardServer {
       peerId: undefined,
       inFlight: 0,
       helloTimer: undefined,
+      framesFrom: Number.POSITIVE_INFINITY,
     };
     const helloTimeoutMs = this.options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
     connection.helloTimer = setTimeout(() => this.reject(connection, `no handshake within ${helloTimeoutMs} ms`), helloTimeoutMs);
@@ -265,6 +270,7 @@ export class ForwardServer {
     }
     connection.state = 'ready';
     connection.peerId = message.peerId;
+    connection.framesFrom = (message.features & HELLO_FEATURES.resultFrame) !== 0 ? RESULT_FRAME_MIN_BYTES : Number.POSITIVE_INFINITY;
     connection.decoder.maxFrameBytes = this.maxFrameBytes;
     clearTimeout(connection.helloTimer);
     connection.writer.write(encodeHelloOk());
@@ -405,7 +411,7 @@ export class ForwardServer {
     if (connection.state === 'closed') return;
     let frame: Buffer;
     try {
-      frame = encodeResult(id, outcome, this.maxFrameBytes);
+      frame = encodeResult(id, outcome, this.maxFrameBytes, connection.framesFrom);
     } catch (err) {
       this.logger.warn({ err, peerId: connection.peerId }, 'forwarded call result cannot be sent');
       const failure = engineFailure('WORKER_DISCONNECTED', `the result cannot be sent back: ${(err as Error).message}`);

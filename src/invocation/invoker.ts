@@ -39,7 +39,14 @@ export type InvocationFailure =
   /** The engine could not get an answer. */
   | { source: 'engine'; code: EngineFailureCode; message: string };
 
-export type InvocationOutcome = { ok: true; value: unknown } | { ok: false; failure: InvocationFailure };
+export type InvocationOutcome =
+  /**
+   * `frame`: the worker's invocationresult frame the value was decoded from, as received, when the
+   * value is exactly what it says (set by the worker connection only). A forward server sends those
+   * bytes back to the caller's peer instead of serialising the value again (forward-messages.ts).
+   */
+  | { ok: true; value: unknown; frame?: Buffer }
+  | { ok: false; failure: InvocationFailure };
 
 export interface Invoker {
   invoke(functionId: string, data: unknown, options: InvokeOptions): Promise<InvocationOutcome>;

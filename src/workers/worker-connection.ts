@@ -361,7 +361,7 @@ export class WorkerConnection implements HubMember {
         const outcome: InvocationOutcome =
           message.error !== undefined
             ? { ok: false, failure: { source: 'worker', ...message.error } }
-            : { ok: true, value: message.result };
+            : { ok: true, value: message.result, frame: raw };
         if (!this.pending.resolve(message.invocation_id, outcome)) {
           this.logger.debug({ invocationId: message.invocation_id }, 'result for an invocation not pending here ignored');
         }

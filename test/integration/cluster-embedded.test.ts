@@ -30,6 +30,13 @@ describe('embedded cluster: processes: 2', () => {
       status_code: 200,
       body: { name: req.path_params.name, requestId: req.request_id },
     }));
+    // Answers large and small enough to cross both ways between the children (as the worker's frame, or as a value).
+    worker.route('emb::big', 'GET', '/emb-big/:kib');
+    worker.serve('emb::big', (req: { path_params: { kib: string } }) => ({
+      status_code: 200,
+      headers: { 'x-kib': req.path_params.kib },
+      body: { rows: Array.from({ length: Number(req.path_params.kib) * 16 }, (_, i) => ({ i, s: 'é✓'.repeat(8) })) },
+    }));
     await worker.sync();
   });
   afterAll(async () => {
@@ -54,6 +61,20 @@ describe('embedded cluster: processes: 2', () => {
     const pids = servedBy(engine, ids);
     expect([...pids.values()].reduce((a, b) => a + b, 0)).toBe(20);
     expect(pids.size).toBe(2);
+  });
+
+  it('answers large and small bodies alike from the child that owns the worker and from the other', async () => {
+    await waitForEveryProcess(`${engine.httpUrl}/emb-big/1`, 2);
+    for (const kib of [0, 1, 4, 64]) {
+      const expected = { rows: Array.from({ length: kib * 16 }, (_, i) => ({ i, s: 'é✓'.repeat(8) })) };
+      // Fresh connections land on both children: at least one of every four crosses to the owner.
+      for (let i = 0; i < 4; i++) {
+        const res = await http(`${engine.httpUrl}/emb-big/${kib}`, { headers: { connection: 'close' } });
+        expect(res.status).toBe(200);
+        expect(res.headers['x-kib']).toBe(String(kib));
+        expect(res.json()).toEqual(expected);
+      }
+    }
   });
 
   it('refuses a second binding of a route to another function, and the first keeps the route on every process', async () => {

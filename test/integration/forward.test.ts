@@ -18,6 +18,8 @@ import { FrameDecoder, encodeFrame } from '../../src/forwarding/forward-frames.j
 import type { ServerMessage } from '../../src/forwarding/forward-messages.js';
 import { FORWARD_PROTOCOL_VERSION, decodeServerMessage, encodeCall, encodeHello } from '../../src/forwarding/forward-messages.js';
 import { waitUntil } from '../support/logs.js';
+import { unpack } from 'msgpackr';
+import { untouchedBody } from '../../src/protocol/answer-body.js';
 import type { ForwardServerOptions } from '../../src/forwarding/forward-server.js';
 import { ForwardServer } from '../../src/forwarding/forward-server.js';
 import type { InvocationOutcome, InvokeOptions, Invoker } from '../../src/invocation/invoker.js';
@@ -217,6 +219,34 @@ describe.each<Transport>(['unix', 'tcp'])('forwarding over %s', (transport) => {
     for (const [functionId, outcome] of Object.entries(outcomes)) {
       expect(await client.invoke(functionId, null, soon())).toEqual({ dispatched: true, outcome });
     }
+  });
+
+  it("hands a large worker answer over as the worker's frame, whose body stays bytes; a client of an older build gets the value", async () => {
+    // As a worker connection resolves it: the value and the frame it was decoded from.
+    const answer = (size: number): InvocationOutcome => {
+      const frame = Buffer.from(JSON.stringify({ type: 'invocationresult', invocation_id: 'w-1', result: { status_code: 200, body: { items: 'y'.repeat(size) } } }));
+      return { ok: true, value: JSON.parse(frame.toString()).result as unknown, frame };
+    };
+    const outcomes: Record<string, InvocationOutcome> = { small: answer(10), mid: answer(4096), large: answer(16 * 1024) };
+    const invoker = new FakeInvoker((functionId) => Promise.resolve(outcomes[functionId] as InvocationOutcome));
+    const { target } = await startServer(invoker, transport);
+    const client = newClient(target);
+    for (const [functionId, outcome] of Object.entries(outcomes)) {
+      const result = await client.invoke(functionId, null, soon());
+      const value = (result as { outcome: { value: Record<string, unknown> } }).outcome.value;
+      // 16 KiB: the client kept the body as the worker's bytes (sent to HTTP as they are).
+      expect(untouchedBody(value) !== undefined).toBe(functionId === 'large');
+      expect(result).toEqual({ dispatched: true, outcome: { ok: true, value: (outcome as { value: unknown }).value } });
+    }
+    // A hello without the features field (a peer of an older build): the answer comes as a value.
+    const raw = await rawConnection(target);
+    const fields = unpack(hello().subarray(4)) as unknown[];
+    raw.socket.write(encodeFrame(fields.slice(0, 7)));
+    raw.socket.write(encodeCall({ id: 3, functionId: 'large', data: null, remainingMs: 1000, requestId: undefined, isVoid: false }, 1 << 20));
+    await waitUntil(() => raw.messages.length >= 2, WAIT_MS, 'the answer to the older client');
+    const [, answered] = raw.messages;
+    expect(answered).toEqual({ kind: 'result', id: 3, outcome: { ok: true, value: (outcomes.large as { value: unknown }).value } });
+    expect(untouchedBody((answered as { outcome: { value: Record<string, unknown> } }).outcome.value)).toBeUndefined();
   });
 
   it('reports FUNCTION_UNAVAILABLE on the peer as not dispatched, so another owner can be tried', async () => {

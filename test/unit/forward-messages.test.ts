@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { FrameError } from '../../src/forwarding/forward-frames.js';
 import {
   FORWARD_PROTOCOL_VERSION,
+  HELLO_FEATURES,
+  RESULT_FRAME_MIN_BYTES,
   decodeClientMessage,
   decodeServerMessage,
   encodeCall,
@@ -107,6 +109,40 @@ describe('forward messages', () => {
     for (const [index, outcome] of outcomes.entries()) {
       expect(decodeServerMessage(body(encodeResult(index + 1, outcome, MAX)))).toEqual({ kind: 'result', id: index + 1, outcome });
     }
+  });
+
+  it("sends a worker's answer as the worker's own frame only to a client that reads it, decoded as the owner decoded it", () => {
+    const pad = 'x'.repeat(RESULT_FRAME_MIN_BYTES);
+    const workerFrame = Buffer.from(`{"type":"invocationresult","invocation_id":"i-1","function_id":"api::get","result":{"status_code":200,"body":{"__proto__":1,"pad":"${pad}"}}}`);
+    const value = JSON.parse(workerFrame.toString('utf8').slice(workerFrame.indexOf('"result":') + 9, -1)) as unknown;
+    const outcome: InvocationOutcome = { ok: true, value, frame: workerFrame };
+    // The hello says what the client reads; a hello of an older build says nothing (0).
+    const hello = decodeClientMessage(body(encodeHello({ version: FORWARD_PROTOCOL_VERSION, cluster: 'c', secret: 's', peerId: 'p' })));
+    expect((hello as HelloMessage).features & HELLO_FEATURES.resultFrame).toBe(HELLO_FEATURES.resultFrame);
+    expect(decodeClientMessage(raw([0, 2, 'c', 'proof', 'p', 'nonce', 1]))).toMatchObject({ kind: 'hello', features: 0 });
+    const asFrame = body(encodeResult(4, outcome, MAX, RESULT_FRAME_MIN_BYTES));
+    const asValue = body(encodeResult(4, outcome, MAX));
+    // A smaller answer goes as a value even to a client that reads frames (cheaper below the size).
+    const short = Buffer.from('{"type":"invocationresult","invocation_id":"i-1","result":1}');
+    expect(encodeResult(4, { ok: true, value: 1, frame: short }, MAX, RESULT_FRAME_MIN_BYTES)).toEqual(encodeResult(4, { ok: true, value: 1 }, MAX));
+    expect(asFrame.includes(workerFrame)).toBe(true);
+    expect(asValue.includes(workerFrame)).toBe(false);
+    for (const encoded of [asFrame, asValue]) {
+      const decoded = decodeServerMessage(encoded);
+      expect(decoded).toEqual({ kind: 'result', id: 4, outcome: { ok: true, value } });
+      // __proto__ stays a key of the data, as JSON.parse leaves it.
+      const result = (decoded as { outcome: { value: { body: object } } }).outcome.value;
+      expect(Object.keys(result.body)).toEqual(['__proto__', 'pad']);
+    }
+    // Failures, and values the engine made, go as before whatever the client reads.
+    const failure: InvocationOutcome = { ok: false, failure: { source: 'worker', code: 'E', message: 'm' } };
+    expect(encodeResult(5, failure, MAX, 0)).toEqual(encodeResult(5, failure, MAX));
+    expect(encodeResult(6, { ok: true, value: 1 }, MAX, 0)).toEqual(encodeResult(6, { ok: true, value: 1 }, MAX));
+    // Nothing but a worker's answer passes: a call, an error answer, bytes that are not a frame.
+    malformed(() => decodeServerMessage(raw([8, 1, Buffer.from('{"type":"invokefunction","function_id":"f","data":{}}')])));
+    malformed(() => decodeServerMessage(raw([8, 1, Buffer.from('{"type":"invocationresult","invocation_id":"i","error":{"code":"E","message":"m"}}')])));
+    malformed(() => decodeServerMessage(raw([8, 1, Buffer.from('{not json')])));
+    malformed(() => decodeServerMessage(raw([8, 1, '{"type":"invocationresult","invocation_id":"i","result":1}']))); // text, not bytes
   });
 
   it('ignores fields appended by a later version', () => {

@@ -110,6 +110,9 @@ const NONCE = '00112233445566778899aabbccddeeff';
 const AT = 1700000000000;
 const FORWARD_SAMPLES = {
   hello:
+    '00000082980002a4626c7565d94037303366613435363933616662613335376264646430656631396163396138633432636665633161353962356430323334373861323637646339303538316334ab6e6f64652d612f302f7831d9203030313132323333343435353636373738383939616162626363646465656666cb4278bcfe5680000001',
+  /** A hello of version 2's first build, before features were appended: reads no resultFrame. */
+  helloNoFeatures:
     '00000081970002a4626c7565d94037303366613435363933616662613335376264646430656631396163396138633432636665633161353962356430323334373861323637646339303538316334ab6e6f64652d612f302f7831d9203030313132323333343435353636373738383939616162626363646465656666cb4278bcfe56800000',
   /** A version-1 hello (the secret in clear): still decodes, so the server can refuse it by name. */
   helloV1: '00000017950001a4626c7565a27333ab6e6f64652d612f302f7831',
@@ -122,9 +125,12 @@ const FORWARD_SAMPLES = {
   resultOk: '0000000b930407a77b2262223a327d',
   resultWorker: '00000016950507a4626f6f6da869742062726f6b65a461742078',
   resultEngine: '00000010940607a754494d454f5554a46c617465',
+  resultFrame:
+    '00000047930807c4427b2274797065223a22696e766f636174696f6e726573756c74222c22696e766f636174696f6e5f6964223a22692d37222c22726573756c74223a7b2262223a327d7d',
   channelAttach:
     '0000008e9a0702a4626c7565d94063336138316337643263393030343937386434383432363838366130653934346537666237376431646333663137663561613864383336376133643461313037ab6e6f64652d612f302f7831a56162632d31a16ba472656164d9203030313132323333343435353636373738383939616162626363646465656666cb4278bcfe56800000',
 };
+const WORKER_FRAME = '{"type":"invocationresult","invocation_id":"i-7","result":{"b":2}}';
 const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 const body = (hex: string): Buffer => Buffer.from(hex, 'hex').subarray(4);
 const MAX = 1 << 20;
@@ -142,6 +148,7 @@ describe('forward protocol 2: frozen samples', () => {
     expect(encodeResult(7, { ok: true, value: { b: 2 } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultOk);
     expect(encodeResult(7, { ok: false, failure: { source: 'worker', code: 'boom', message: 'it broke', stacktrace: 'at x' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultWorker);
     expect(encodeResult(7, { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } }, MAX).toString('hex')).toBe(FORWARD_SAMPLES.resultEngine);
+    expect(encodeResult(7, { ok: true, value: { b: 2 }, frame: Buffer.from(WORKER_FRAME) }, MAX, 0).toString('hex')).toBe(FORWARD_SAMPLES.resultFrame);
     expect(
       encodeChannelAttach({ version: 2, cluster: 'blue', secret: 's3', peerId: 'node-a/0/x1', channelId: 'abc-1', key: 'k', direction: 'read', nonce: NONCE, timestampMs: AT }).toString('hex'),
     ).toBe(FORWARD_SAMPLES.channelAttach);
@@ -149,7 +156,9 @@ describe('forward protocol 2: frozen samples', () => {
 
   it('decodes every client message sample', () => {
     const hello = decodeClientMessage(body(FORWARD_SAMPLES.hello));
-    expect(hello).toMatchObject({ kind: 'hello', version: 2, cluster: 'blue', peerId: 'node-a/0/x1', nonce: NONCE, timestampMs: AT });
+    expect(hello).toMatchObject({ kind: 'hello', version: 2, cluster: 'blue', peerId: 'node-a/0/x1', nonce: NONCE, timestampMs: AT, features: 1 });
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.helloNoFeatures))).toMatchObject({ kind: 'hello', version: 2, peerId: 'node-a/0/x1', features: 0 });
+    expect(proofHolds('s3', decodeClientMessage(body(FORWARD_SAMPLES.helloNoFeatures)) as HelloMessage)).toBe(true);
     // The secret is not in the frame; the proof holds only for it.
     expect(Buffer.from(FORWARD_SAMPLES.hello, 'hex').includes(Buffer.from('s3'))).toBe(false);
     expect([proofHolds('s3', hello as HelloMessage), proofHolds('s4', hello as HelloMessage)]).toEqual([true, false]);
@@ -186,5 +195,6 @@ describe('forward protocol 2: frozen samples', () => {
       id: 7,
       outcome: { ok: false, failure: { source: 'engine', code: 'TIMEOUT', message: 'late' } },
     });
+    expect(decodeServerMessage(body(FORWARD_SAMPLES.resultFrame))).toEqual({ kind: 'result', id: 7, outcome: { ok: true, value: { b: 2 } } });
   });
 });
