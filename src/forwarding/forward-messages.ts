@@ -254,6 +254,11 @@ function channelList(value: unknown): string[] | undefined {
   return ids.length === 0 ? undefined : ids;
 }
 
+/** The fields a hello and a channel attach both carry (checked by the caller but for nonce and clock). */
+function signed(version: number, cluster: string, proof: string, peerId: string, nonce: unknown, timestampMs: unknown) {
+  return { version, cluster, proof, peerId, nonce: isString(nonce) ? nonce : '', timestampMs: isId(timestampMs) ? timestampMs : 0 };
+}
+
 /** The one decoder for frames a client sends: a typed message or a FrameError. */
 export function decodeClientMessage(body: Buffer): ClientMessage {
   const m = decodeArray(body);
@@ -262,16 +267,7 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       // A version-1 hello (secret in field 3, no nonce) decodes too, so it is refused by name.
       const [, version, cluster, proof, peerId, nonce, timestampMs, features] = m;
       if (!isId(version) || !isString(cluster) || !isString(proof) || !isString(peerId)) throw malformed('hello');
-      return {
-        kind: 'hello',
-        version,
-        cluster,
-        proof,
-        peerId,
-        nonce: isString(nonce) ? nonce : '',
-        timestampMs: isId(timestampMs) ? timestampMs : 0,
-        features: isId(features) ? features : 0,
-      };
+      return { kind: 'hello', ...signed(version, cluster, proof, peerId, nonce, timestampMs), features: isId(features) ? features : 0 };
     }
     case KIND.call: {
       const [, id, functionId, data, remainingMs, requestId, isVoid, traceparent, baggage, metadata, channels] = m;
@@ -310,18 +306,7 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
       ) {
         throw malformed('channel attach');
       }
-      return {
-        kind: 'channelAttach',
-        version,
-        cluster,
-        proof,
-        peerId,
-        channelId,
-        key,
-        direction,
-        nonce: isString(nonce) ? nonce : '',
-        timestampMs: isId(timestampMs) ? timestampMs : 0,
-      };
+      return { kind: 'channelAttach', ...signed(version, cluster, proof, peerId, nonce, timestampMs), channelId, key, direction };
     }
     default:
       throw malformed(`frame: unknown client message kind ${String(m[0])}`);
