@@ -164,10 +164,13 @@ describe('iii-sdk against a two-node cluster', () => {
       owner.registerTrigger({ type: 'http', function_id: 'compat::listed', config: { api_path: 'compat/listed', http_method: 'GET' } });
       const reader = connect(nodeB, 'compat-reader');
       type Rows = { functions: { function_id: string; worker_name: string; description?: string; metadata?: unknown }[] };
+      // The SDK names its worker in a message of its own (engine::workers::register), and node B hears each
+      // change as it is published: wait for the name too, not only the function.
       await waitUntil(
-        async () => (await call<Rows>(reader, 'engine::functions::list')).functions.some((f) => f.function_id === 'compat::listed'),
+        async () =>
+          (await call<Rows>(reader, 'engine::functions::list')).functions.some((f) => f.function_id === 'compat::listed' && f.worker_name === 'compat-owner'),
         10_000,
-        'the function on node A to be listed on node B',
+        'the function on node A to be listed on node B under its worker name',
       );
       const { functions } = await call<Rows>(reader, 'engine::functions::list', { include_internal: false });
       expect(functions.find((f) => f.function_id === 'compat::listed')).toEqual({
