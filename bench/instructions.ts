@@ -3,6 +3,7 @@
  * "Instructions per request"):
  *
  *   npx tsx bench/instructions.ts [--against <commit>] [--requests N] [--warmup N] [--functions K]
+ *   npx tsx bench/instructions.ts --forwarded [--requests N] [--warmup N]
  *
  * Runs baseline (2) and the engine (one process, the raw worker, GET /bench/hello on one keep-alive
  * connection), each server under `valgrind --tool=callgrind` with V8 single-threaded, and counts the
@@ -15,6 +16,16 @@
  * within a fraction of a percent run after run (V8's background compiler and marker are off, so
  * tiering does not depend on timing); it leaves out the kernel, cache misses and waiting, so it
  * prices the engine's own code, not the request's latency.
+ *
+ * `--forwarded` counts a request that crosses processes instead: one engine of two processes, the raw
+ * worker on one of them, and two keep-alive connections, one pinned to each process (the response's
+ * served-by header says which). The owner's child serving its own connection is the local count; the
+ * other connection's requests are forwarded, and both children are counted over the same window (the
+ * front, which serves HTTP and forwards, and the owner's hop). Same code as a crossing between nodes,
+ * over a Unix socket instead of TCP, without Redis (whose timers fall inside a window 50 times slower
+ * at random, and made a two-node count move twofold). V8's memory reducer is off in this mode (it
+ * collects an idle process on a timer: the idle child's window), and the default warm-up is longer:
+ * after 4,000 requests the forwarding path was still being compiled under --single-threaded.
  *
  * `--functions K` also prints each engine's K largest functions by the instructions they ran
  * themselves, V8's generated code named from a `--perf-basic-prof` map. That run is separate:
@@ -37,10 +48,11 @@ const option = (name: string): string | undefined => {
   return at === -1 ? undefined : args[at + 1];
 };
 const REQUESTS = Number(option('--requests') ?? 2000);
-const WARMUP = Number(option('--warmup') ?? 4000);
+const FORWARDED = args.includes('--forwarded');
+const WARMUP = Number(option('--warmup') ?? (FORWARDED ? 15_000 : 4000));
 const FUNCTIONS = Number(option('--functions') ?? 0);
 const against = option('--against');
-const V8_FLAGS = ['--single-threaded'];
+const V8_FLAGS = FORWARDED ? ['--single-threaded', '--no-memory-reducer'] : ['--single-threaded'];
 const ENGINE_BIN = join(ROOT, 'bin', 'switchyard.js');
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -74,15 +86,17 @@ interface Running {
   origin: string;
   /** The process whose instructions are counted (the baseline, or the engine's child). */
   counted: number;
+  /** Every engine child, in /readyz's order (one for the baseline: itself). */
+  children: number[];
   stop(): Promise<void>;
 }
 
 /** Runs node under callgrind; its working directory is the dumps' (V8 writes its log there with --perf-basic-prof). */
-function valgrind(outPrefix: string, traceChildren: boolean, nodeArgs: string[]): ChildProcess {
+function valgrind(outPrefix: string, traceChildren: boolean, nodeArgs: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
   const child = spawn(
     'valgrind',
     ['--tool=callgrind', '--instr-atstart=no', `--trace-children=${traceChildren ? 'yes' : 'no'}`, `--callgrind-out-file=${outPrefix}.%p`, process.execPath, ...V8_FLAGS, ...nodeArgs],
-    { cwd: dirname(outPrefix), stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+    { cwd: dirname(outPrefix), stdio: ['ignore', 'pipe', 'pipe'], detached: true, env },
   );
   child.stderr?.on('data', () => undefined);
   return child;
@@ -107,10 +121,10 @@ async function stopGroup(child: ChildProcess, others: ChildProcess[] = []): Prom
 async function startBaseline(outPrefix: string): Promise<Running> {
   const child = valgrind(outPrefix, false, [join(BASELINES_DIR, '2-ws-worker.mjs')]);
   const line = await lineOf(child, /port=\d+/, 180_000);
-  return { origin: `http://127.0.0.1:${line.slice('port='.length)}`, counted: child.pid as number, stop: () => stopGroup(child) };
+  return { origin: `http://127.0.0.1:${line.slice('port='.length)}`, counted: child.pid as number, children: [child.pid as number], stop: () => stopGroup(child) };
 }
 
-async function startEngine(bin: string, outPrefix: string, perfMap: boolean): Promise<Running> {
+async function startEngine(bin: string, outPrefix: string, perfMap: boolean, processes = 1): Promise<Running> {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-instructions-'));
   const configPath = join(dir, 'config.json');
   const admin = 20_000 + Math.floor(Math.random() * 20_000);
@@ -118,13 +132,15 @@ async function startEngine(bin: string, outPrefix: string, perfMap: boolean): Pr
     { class: 'modules::api::RestApiModule', config: { host: '127.0.0.1', port: 0 } },
     { class: 'modules::workers::WorkerModule', config: { host: '127.0.0.1', port: 0 } },
     { class: 'modules::admin::AdminModule', config: { host: '127.0.0.1', port: admin } },
-    { class: 'modules::cluster::ClusterModule', config: { processes: 1 } },
+    { class: 'modules::cluster::ClusterModule', config: { processes } },
   ];
   writeFileSync(configPath, JSON.stringify({ modules }));
-  const child = valgrind(outPrefix, true, [...(perfMap ? ['--perf-basic-prof'] : []), bin, '--config', configPath, '--log-level', 'warn']);
+  // The served-by header tells which process answered a request, and whether it was forwarded.
+  const env = { ...process.env, SWITCHYARD_SERVED_BY_HEADER: '1' };
+  const child = valgrind(outPrefix, true, [...(perfMap ? ['--perf-basic-prof'] : []), bin, '--config', configPath, '--log-level', 'warn'], env);
   const deadline = Date.now() + 300_000;
   let ready: { http?: number; workers?: number; children?: { pid: number }[] } = {};
-  while (ready.http === undefined || ready.workers === undefined || ready.children?.[0] === undefined) {
+  while (ready.http === undefined || ready.workers === undefined || (ready.children?.length ?? 0) < processes) {
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`the engine under valgrind was not ready (admin port ${admin})`);
     await sleep(500);
     try {
@@ -133,11 +149,13 @@ async function startEngine(bin: string, outPrefix: string, perfMap: boolean): Pr
       // not listening yet
     }
   }
+  const children = (ready.children ?? []).map((c) => c.pid);
   const worker = spawn(process.execPath, [join(WORKERS_DIR, 'raw-worker.mjs')], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, III_URL: `ws://127.0.0.1:${ready.workers}`, ROUTES } });
   await lineOf(worker, /registered/, 120_000);
   return {
     origin: `http://127.0.0.1:${ready.http}`,
-    counted: ready.children[0].pid,
+    counted: children[0] as number,
+    children,
     stop: async () => {
       await stopGroup(child, [worker]);
       rmSync(dir, { recursive: true, force: true });
@@ -178,9 +196,89 @@ async function count(label: string, start: (outPrefix: string) => Promise<Runnin
 
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
 
+/** A keep-alive connection whose answers say `forwarded=<forwarded>` in the served-by header. */
+async function pinnedClient(origin: string, forwarded: boolean): Promise<Client> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const client = new Client(origin, { pipelining: 1, keepAliveTimeout: 600_000 });
+    const res = await client.request({ path: HELLO.path, method: 'GET' });
+    await res.body.text();
+    if (res.statusCode === 200 && String(res.headers['x-switchyard-served-by']).endsWith(`forwarded=${String(forwarded)}`)) return client;
+    await client.close();
+    // The other process may not have the route yet (it arrives over the cluster's sync).
+    if (res.statusCode !== 200) await sleep(200);
+  }
+  throw new Error(`no connection ${forwarded ? 'forwarded' : 'served locally'} after 200 attempts`);
+}
+
+/**
+ * Instructions per request of each of `pids` over REQUESTS requests after WARMUP, on a connection
+ * pinned just before (the engine closes a keep-alive connection idle for 5 s, and the one that
+ * replaced it could land on the other process); every answer must say it took the path asked for.
+ */
+async function window(origin: string, forwarded: boolean, pids: number[], outDir: string): Promise<Map<number, number>> {
+  const client = await pinnedClient(origin, forwarded);
+  const expected = `forwarded=${String(forwarded)}`;
+  const one = async (): Promise<void> => {
+    const res = await client.request({ path: HELLO.path, method: 'GET' });
+    await res.body.text();
+    if (res.statusCode !== 200 || !String(res.headers['x-switchyard-served-by']).endsWith(expected)) {
+      throw new Error(`an answer not ${expected}: status ${res.statusCode}, served by ${String(res.headers['x-switchyard-served-by'])}`);
+    }
+  };
+  const counts = new Map<number, number>();
+  try {
+    for (let i = 0; i < WARMUP; i++) await one();
+    for (const pid of pids) execFileSync('callgrind_control', ['--zero', String(pid)], { stdio: 'ignore' });
+    for (const pid of pids) execFileSync('callgrind_control', ['--instr=on', String(pid)], { stdio: 'ignore' });
+    for (let i = 0; i < REQUESTS; i++) await one();
+    for (const pid of pids) execFileSync('callgrind_control', ['--instr=off', String(pid)], { stdio: 'ignore' });
+  } finally {
+    await client.close();
+  }
+  for (const pid of pids) {
+    const before = new Set(readdirSync(outDir));
+    execFileSync('callgrind_control', ['--dump', String(pid)], { stdio: 'ignore' });
+    const name = readdirSync(outDir).find((file) => !before.has(file) && file.includes(`.${pid}.`));
+    if (name === undefined) throw new Error(`no callgrind dump for process ${pid}`);
+    counts.set(pid, totalInstructions(readFileSync(join(outDir, name), 'utf8')) / REQUESTS);
+  }
+  return counts;
+}
+
+/** --forwarded: a request crossing processes against one served where the worker is (see the top). */
+async function countForwarded(outDir: string): Promise<void> {
+  say('engine, 2 processes: starting under callgrind');
+  const running = await startEngine(ENGINE_BIN, join(outDir, 'forwarded'), false, 2);
+  try {
+    say(`local window: ${WARMUP} requests of warm-up, ${REQUESTS} counted`);
+    const byLocal = await window(running.origin, false, running.children, outDir);
+    say(`forwarded window: ${WARMUP} requests of warm-up, ${REQUESTS} counted`);
+    const byForwarded = await window(running.origin, true, running.children, outDir);
+    // The owner is the child that did the work while the connection served locally.
+    const [owner, front] = [...byLocal].sort((a, b) => b[1] - a[1]).map(([pid]) => pid) as [number, number];
+    const get = (counts: Map<number, number>, pid: number): number => counts.get(pid) as number;
+    const localCount = get(byLocal, owner);
+    const crossing = get(byForwarded, front) + get(byForwarded, owner);
+    console.log(`\nInstructions per request, user space, one request at a time, one engine of two processes (${REQUESTS} requests after ${WARMUP} of warm-up, V8 ${V8_FLAGS.join(' ')}):\n`);
+    console.log('| process | served locally | forwarded |');
+    console.log('| --- | ---: | ---: |');
+    console.log(`| the worker's process (owner) | ${fmt(localCount)} | ${fmt(get(byForwarded, owner))} |`);
+    console.log(`| the other process (front) | ${fmt(get(byLocal, front))} (idle) | ${fmt(get(byForwarded, front))} |`);
+    console.log(`| both | ${fmt(localCount + get(byLocal, front))} | ${fmt(crossing)} |`);
+    console.log(`\nforwarded (both processes) ÷ served locally (the owner): ${(crossing / localCount).toFixed(3)}`);
+  } finally {
+    await running.stop();
+  }
+}
+
 requireTool('valgrind');
 requireTool('callgrind_control');
 const outDir = mkdtempSync(join(tmpdir(), 'switchyard-callgrind-'));
+if (FORWARDED) {
+  await countForwarded(outDir);
+  rmSync(outDir, { recursive: true, force: true });
+  process.exit(0);
+}
 const engines: { label: string; bin: string }[] = [{ label: 'engine (this checkout)', bin: ENGINE_BIN }];
 if (against !== undefined) {
   const built = engineBuiltAt(against);
