@@ -52,6 +52,9 @@ const FORWARDED = args.includes('--forwarded');
 const WARMUP = Number(option('--warmup') ?? (FORWARDED ? 15_000 : 4000));
 const FUNCTIONS = Number(option('--functions') ?? 0);
 const against = option('--against');
+if (FORWARDED && (against !== undefined || FUNCTIONS > 0)) {
+  throw new Error('--forwarded counts this checkout only: it takes neither --against nor --functions');
+}
 const V8_FLAGS = FORWARDED ? ['--single-threaded', '--no-memory-reducer'] : ['--single-threaded'];
 const ENGINE_BIN = join(ROOT, 'bin', 'switchyard.js');
 
