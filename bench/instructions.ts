@@ -41,6 +41,8 @@ import { engineBuiltAt } from './lib/against.js';
 import { nameGeneratedCode, selfInstructions, totalInstructions } from './lib/callgrind.js';
 import { BASELINES_DIR, ROUTES, WORKERS_DIR } from './lib/options.js';
 import { HELLO } from './lib/requests.js';
+import type { Served } from './lib/subjects.js';
+import { openPinned, probe } from './lib/subjects.js';
 
 const args = process.argv.slice(2);
 const option = (name: string): string | undefined => {
@@ -199,34 +201,17 @@ async function count(label: string, start: (outPrefix: string) => Promise<Runnin
 
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US');
 
-/** A keep-alive connection whose answers say `forwarded=<forwarded>` in the served-by header. */
-async function pinnedClient(origin: string, forwarded: boolean): Promise<Client> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const client = new Client(origin, { pipelining: 1, keepAliveTimeout: 600_000 });
-    const res = await client.request({ path: HELLO.path, method: 'GET' });
-    await res.body.text();
-    if (res.statusCode === 200 && String(res.headers['x-switchyard-served-by']).endsWith(`forwarded=${String(forwarded)}`)) return client;
-    await client.close();
-    // The other process may not have the route yet (it arrives over the cluster's sync).
-    if (res.statusCode !== 200) await sleep(200);
-  }
-  throw new Error(`no connection ${forwarded ? 'forwarded' : 'served locally'} after 200 attempts`);
-}
-
 /**
  * Instructions per request of each of `pids` over REQUESTS requests after WARMUP, on a connection
  * pinned just before (the engine closes a keep-alive connection idle for 5 s, and the one that
  * replaced it could land on the other process); every answer must say it took the path asked for.
  */
 async function window(origin: string, forwarded: boolean, pids: number[], outDir: string): Promise<Map<number, number>> {
-  const client = await pinnedClient(origin, forwarded);
-  const expected = `forwarded=${String(forwarded)}`;
+  const tookPath = (served: Served): boolean => served.status === 200 && served.forwarded === forwarded;
+  const [client] = (await openPinned(origin, 1, HELLO.path, tookPath)) as [Client];
   const one = async (): Promise<void> => {
-    const res = await client.request({ path: HELLO.path, method: 'GET' });
-    await res.body.text();
-    if (res.statusCode !== 200 || !String(res.headers['x-switchyard-served-by']).endsWith(expected)) {
-      throw new Error(`an answer not ${expected}: status ${res.statusCode}, served by ${String(res.headers['x-switchyard-served-by'])}`);
-    }
+    const served = await probe(client, HELLO.path);
+    if (!tookPath(served)) throw new Error(`an answer not ${forwarded ? 'forwarded' : 'served locally'}: status ${served.status}, served by ${served.peer}`);
   };
   const counts = new Map<number, number>();
   try {
