@@ -172,6 +172,27 @@ async function startEngine(bin: string, outPrefix: string, perfMap: boolean, pro
   };
 }
 
+/**
+ * WARMUP requests, then REQUESTS counted in each of `pids` (callgrind's counters zeroed and switched
+ * on around them): each process's dump, read back from `outDir`.
+ */
+async function countedDumps(pids: readonly number[], outDir: string, one: () => Promise<void>): Promise<Map<number, string>> {
+  for (let i = 0; i < WARMUP; i++) await one();
+  for (const pid of pids) execFileSync('callgrind_control', ['--zero', String(pid)], { stdio: 'ignore' });
+  for (const pid of pids) execFileSync('callgrind_control', ['--instr=on', String(pid)], { stdio: 'ignore' });
+  for (let i = 0; i < REQUESTS; i++) await one();
+  for (const pid of pids) execFileSync('callgrind_control', ['--instr=off', String(pid)], { stdio: 'ignore' });
+  const dumps = new Map<number, string>();
+  for (const pid of pids) {
+    const before = new Set(readdirSync(outDir));
+    execFileSync('callgrind_control', ['--dump', String(pid)], { stdio: 'ignore' });
+    const name = readdirSync(outDir).find((file) => !before.has(file) && file.includes(`.${pid}.`));
+    if (name === undefined) throw new Error(`no callgrind dump for process ${pid}`);
+    dumps.set(pid, readFileSync(join(outDir, name), 'utf8'));
+  }
+  return dumps;
+}
+
 /** Runs `subject` under callgrind; returns the counted process's instructions per request (and its dump). */
 async function count(label: string, start: (outPrefix: string) => Promise<Running>, outDir: string): Promise<{ perRequest: number; dump: string; pid: number }> {
   const outPrefix = join(outDir, label.replace(/[^a-z0-9]+/gi, '-'));
@@ -183,21 +204,14 @@ async function count(label: string, start: (outPrefix: string) => Promise<Runnin
     await res.body.text();
     if (res.statusCode !== 200) throw new Error(`${label}: status ${res.statusCode}`);
   };
+  let dump: string;
   try {
-    say(`${label}: ${WARMUP} requests of warm-up`);
-    for (let i = 0; i < WARMUP; i++) await one();
-    const pid = String(running.counted);
-    execFileSync('callgrind_control', ['--instr=on', pid], { stdio: 'ignore' });
-    for (let i = 0; i < REQUESTS; i++) await one();
-    execFileSync('callgrind_control', ['--instr=off', pid], { stdio: 'ignore' });
-    execFileSync('callgrind_control', ['--dump', pid], { stdio: 'ignore' });
+    say(`${label}: ${WARMUP} requests of warm-up, then ${REQUESTS} counted`);
+    dump = (await countedDumps([running.counted], outDir, one)).get(running.counted) as string;
   } finally {
     await client.close();
     await running.stop();
   }
-  const name = readdirSync(outDir).find((file) => file.startsWith(`${outPrefix.split('/').pop() as string}.${running.counted}.`));
-  if (name === undefined) throw new Error(`${label}: no callgrind dump for process ${running.counted}`);
-  const dump = readFileSync(join(outDir, name), 'utf8');
   return { perRequest: totalInstructions(dump) / REQUESTS, dump, pid: running.counted };
 }
 
@@ -215,24 +229,12 @@ async function window(origin: string, forwarded: boolean, pids: number[], outDir
     const served = await probe(client, HELLO.path);
     if (!tookPath(served)) throw new Error(`an answer not ${forwarded ? 'forwarded' : 'served locally'}: status ${served.status}, served by ${served.peer}`);
   };
-  const counts = new Map<number, number>();
   try {
-    for (let i = 0; i < WARMUP; i++) await one();
-    for (const pid of pids) execFileSync('callgrind_control', ['--zero', String(pid)], { stdio: 'ignore' });
-    for (const pid of pids) execFileSync('callgrind_control', ['--instr=on', String(pid)], { stdio: 'ignore' });
-    for (let i = 0; i < REQUESTS; i++) await one();
-    for (const pid of pids) execFileSync('callgrind_control', ['--instr=off', String(pid)], { stdio: 'ignore' });
+    const dumps = await countedDumps(pids, outDir, one);
+    return new Map([...dumps].map(([pid, dump]) => [pid, totalInstructions(dump) / REQUESTS]));
   } finally {
     await client.close();
   }
-  for (const pid of pids) {
-    const before = new Set(readdirSync(outDir));
-    execFileSync('callgrind_control', ['--dump', String(pid)], { stdio: 'ignore' });
-    const name = readdirSync(outDir).find((file) => !before.has(file) && file.includes(`.${pid}.`));
-    if (name === undefined) throw new Error(`no callgrind dump for process ${pid}`);
-    counts.set(pid, totalInstructions(readFileSync(join(outDir, name), 'utf8')) / REQUESTS);
-  }
-  return counts;
 }
 
 /** --forwarded: a request crossing processes against one served where the worker is (see the top). */
