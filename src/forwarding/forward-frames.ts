@@ -153,13 +153,16 @@ export class FrameDecoder {
   }
 }
 
+const asIs = (frame: Buffer): Buffer => frame;
+const copyOf = (frame: Buffer): Buffer => Buffer.from(frame);
+
 /** A batch is written as soon as it holds this much, without waiting for the end of the turn. */
 const BATCH_BYTES = 16 * 1024;
 /** Up to this, a batch is copied into one buffer (one small write); above, it goes out as a writev. */
 const COALESCE_BYTES = 32 * 1024;
 
 /** The part of a socket the writer uses (a net.Socket; tests pass a recorder). */
-export type FrameSink = Pick<Socket, 'write' | 'cork' | 'uncork' | 'destroyed' | 'writable'>;
+export type FrameSink = Pick<Socket, 'write' | 'cork' | 'uncork' | 'destroyed' | 'writable' | 'writableLength'>;
 
 /**
  * Batches the frames written during one turn of the event loop into a single socket write, so a
@@ -204,13 +207,18 @@ export class FrameWriter {
     this.queue = [];
     this.queuedBytes = 0;
     if (this.socket.destroyed || !this.socket.writable) return;
+    // Frames may be views of a buffer shared by many (msgpackr's, forward-binary.ts's slab). One
+    // written to an idle socket leaves at once; one queued behind unsent bytes is kept until the
+    // peer reads, and would keep the whole shared buffer with it: a peer that stopped reading would
+    // hold a buffer per frame. So behind a backlog frames are copied.
+    const keep = this.socket.writableLength > 0 ? copyOf : asIs;
     if (queue.length === 1) {
-      this.socket.write(queue[0] as Buffer);
+      this.socket.write(keep(queue[0] as Buffer));
     } else if (bytes <= COALESCE_BYTES) {
       this.socket.write(Buffer.concat(queue, bytes));
     } else {
       this.socket.cork();
-      for (const frame of queue) this.socket.write(frame);
+      for (const frame of queue) this.socket.write(keep(frame));
       this.socket.uncork();
     }
   }

@@ -166,6 +166,7 @@ describe('FrameWriter', () => {
     corked = 0;
     destroyed = false;
     writable = true;
+    writableLength = 0;
     write = ((chunk: Buffer): boolean => {
       this.writes.push(chunk);
       return true;
@@ -207,6 +208,26 @@ describe('FrameWriter', () => {
     for (const frame of big) writer.write(frame);
     expect(sink.writes).toEqual(big);
     expect(sink.corked).toBe(1);
+  });
+
+  it('copies frames that would wait behind unsent bytes, so they do not keep a shared buffer', async () => {
+    const shared = Buffer.alloc(64 * 1024);
+    const frame = shared.subarray(0, 16).fill(7);
+    const big = [shared.subarray(0, 20_000), shared.subarray(20_000, 60_000)];
+    const sink = new RecordingSink();
+    const writer = new FrameWriter(sink);
+    writer.write(frame);
+    await nextTurn();
+    // An idle socket sends at once: the view itself.
+    expect(sink.writes[0]?.buffer).toBe(shared.buffer);
+    sink.writableLength = 100;
+    writer.write(frame);
+    await nextTurn();
+    for (const piece of big) writer.write(piece);
+    const [single, ...corked] = sink.writes.slice(1);
+    expect(single).toEqual(frame);
+    expect(corked).toEqual(big);
+    for (const written of [single, ...corked]) expect(written?.buffer).not.toBe(shared.buffer);
   });
 
   it('drops what is queued once the socket is destroyed', async () => {
