@@ -31,8 +31,11 @@ export interface DialSettings {
 export type DialFailure = { kind: 'refused'; reason: string } | { kind: 'failed'; reason: string };
 
 export interface DialHandlers {
-  /** The peer accepted with this process's protocol version; from here the caller owns the socket. */
-  ready(socket: Socket): void;
+  /**
+   * The peer accepted with this process's protocol version; from here the caller owns the socket.
+   * `features`: what the peer's helloOk said it reads (HELLO_FEATURES bits).
+   */
+  ready(socket: Socket, features: number): void;
   /** Once, instead of ready; the socket is destroyed. */
   failed(failure: DialFailure): void;
 }
@@ -105,12 +108,12 @@ export function dialPeer(target: ForwardTarget, settings: DialSettings, handlers
       socket.off('data', onAnswer);
       socket.pause();
       if (rest.length > 0) socket.unshift(rest);
-      handlers.ready(socket);
+      handlers.ready(socket, answer.features);
       return;
     }
     const onData = settings.onData;
     reader = onData;
-    handlers.ready(socket);
+    handlers.ready(socket, answer.features);
     if (rest.length > 0) onData(rest);
   };
   reader = onAnswer;

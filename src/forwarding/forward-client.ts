@@ -6,6 +6,7 @@ import { DeadlineQueue } from '../invocation/deadline-queue.js';
 import { engineFailure } from '../invocation/invoker.js';
 import type { ForwardTarget } from './forward-connection.js';
 import { ForwardConnection } from './forward-connection.js';
+import { encodeBinaryCall } from './forward-binary.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './forward-frames.js';
 import { FORWARD_PROTOCOL_VERSION, encodeCall, encodeHello } from './forward-messages.js';
 
@@ -270,7 +271,7 @@ export class ForwardClient {
         metadata: call.metadata,
         channels: call.channels,
       };
-      frame = encodeCall(message, this.maxFrameBytes);
+      frame = connection.binaryCalls ? encodeBinaryCall(message, this.maxFrameBytes) : encodeCall(message, this.maxFrameBytes);
     } catch (err) {
       this.settle(call, notDispatched(`call cannot be forwarded: ${(err as Error).message}`));
       return;
@@ -283,7 +284,7 @@ export class ForwardClient {
   private writeFire(connection: ForwardConnection, fire: WaitingFire): void {
     try {
       const message = { id: 0, functionId: fire.functionId, data: fire.data, remainingMs: 0, requestId: undefined, isVoid: true, metadata: fire.metadata };
-      connection.write(encodeCall(message, this.maxFrameBytes));
+      connection.write(connection.binaryCalls ? encodeBinaryCall(message, this.maxFrameBytes) : encodeCall(message, this.maxFrameBytes));
     } catch (err) {
       this.logger.warn({ err, functionId: fire.functionId }, 'void call cannot be forwarded');
     }

@@ -4,6 +4,8 @@ import type { EngineFailureCode, InvocationOutcome } from '../invocation/invoker
 import { RawJson, toJson } from '../invocation/raw-json.js';
 import { decodeKeepingBody } from '../protocol/answer-body.js';
 import { decodeFrame } from '../protocol/decode.js';
+import type { CallMessage, ResultMessage } from './forward-types.js';
+import { BINARY_KIND, MAX_CALL_CHANNELS, MAX_CHANNEL_ID_CHARS, decodeBinaryCall, decodeBinaryResult, encodeBinaryResult } from './forward-binary.js';
 import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
 
 /**
@@ -13,8 +15,9 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *
  *   client → server  [0 hello, version, cluster, proof, peerId, nonce, timestampMs, features]
  *                    first frame, always; features (appended later in 2, a bit set) says what the
- *                    client reads beyond version 2's first build: 1 = resultFrame
- *   server → client  [1 helloOk, version]                               or
+ *                    client reads beyond version 2's first build: 1 = resultFrame, 2 = binary
+ *   server → client  [1 helloOk, version, features]                     or
+ *                    features (appended later in 2): what the server reads, 2 = binary calls
  *   server → client  [2 reject, reason]                                 then the server closes
  *   client → server  [3 call, id, functionId, dataJson, remainingMs, requestId|null, isVoid,
  *                     traceparent|null, baggage|null, metadataJson|null, channelIds|null]
@@ -36,6 +39,8 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *                    the server (docs/streaming.md#across-the-cluster); answered with helloOk, after
  *                    which the connection carries that channel's items (src/channels/tunnel-link.ts),
  *                    or with reject ("not_found", "in_use", or why the handshake failed)
+ *   client → server  binary call (forward-binary.ts)  instead of 3, once the helloOk had feature 2
+ *   server → client  binary result                    instead of 4, to a client whose hello had 2
  *
  * - The deadline travels as the time left, since the peers' clocks are unrelated; the server
  *   rebuilds it on its own `performance.now()` clock.
@@ -48,13 +53,17 @@ import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
  *   connection of a worker that reattached elsewhere (data: `{"worker_id","reattach_token"}`). It
  *   reaches only the peer's engine, never a worker, and only over an authenticated connection.
  * - Messages are msgpack arrays, kind first: positional fields encode and decode faster than maps,
- *   and elements past the ones listed here are ignored, so a later version can append fields.
+ *   and elements past the ones listed here are ignored, so a later version can append fields. A
+ *   call and a value result, which every forwarded request pays for, also have a binary form that
+ *   costs far less to write and read; each end uses it only where the other said it reads it.
  * - Call data and result values travel as JSON text, not as msgpack structures: msgpackr renames
  *   `__proto__` keys, and a forwarded request must reach the worker exactly as a local one would.
  *   The owner splices the data text into the worker's frame as is (RawJson), saving a parse and a
  *   serialisation per forwarded call.
  */
 export const FORWARD_PROTOCOL_VERSION = 2;
+
+export type { CallMessage, ResultMessage } from './forward-types.js';
 
 /**
  * Version 2 authenticates without sending the cluster secret (version 1 sent it in clear): a hello
@@ -110,9 +119,14 @@ const KIND = {
   resultFrame: 8,
 } as const;
 
-/** Hello features (a bit set): what a client reads beyond version 2's first build. */
-export const HELLO_FEATURES = { resultFrame: 1 } as const;
-const FEATURES_SENT = HELLO_FEATURES.resultFrame;
+/**
+ * Features (a bit set) a peer reads beyond version 2's first build: a client says its own in its
+ * hello, a server in its helloOk. resultFrame: results as the worker's frame; binary: calls and
+ * value results in their binary forms (forward-binary.ts).
+ */
+export const HELLO_FEATURES = { resultFrame: 1, binary: 2 } as const;
+const CLIENT_FEATURES = HELLO_FEATURES.resultFrame | HELLO_FEATURES.binary;
+const SERVER_FEATURES = HELLO_FEATURES.binary;
 
 export interface HelloMessage {
   kind: 'hello';
@@ -125,29 +139,6 @@ export interface HelloMessage {
   /** HELLO_FEATURES bits; 0 from a client of an older build. */
   features: number;
 }
-
-export interface CallMessage {
-  kind: 'call';
-  /** Matches the result; 0 for void calls, which get none. */
-  id: number;
-  functionId: string;
-  data: unknown;
-  /** Time left, not an absolute deadline: the two ends' clocks are unrelated. */
-  remainingMs: number;
-  requestId: string | undefined;
-  isVoid: boolean;
-  /** W3C trace context the worker's invocation carries (docs/observability.md). */
-  traceparent?: string | undefined;
-  baggage?: string | undefined;
-  /** The invocation's `metadata` (a trigger's, or the caller's), handed to the worker unchanged. */
-  metadata?: unknown;
-  /** The streaming channels the data hands the worker (InvokeOptions.channels). */
-  channels?: readonly string[] | undefined;
-}
-
-/** A call names at most this many channels, each id at most this long; more is ignored. */
-const MAX_CALL_CHANNELS = 16;
-const MAX_CHANNEL_ID_CHARS = 64;
 
 /** Opens a tunnel to one end of a channel the server holds (in place of a hello). */
 export interface ChannelAttachMessage {
@@ -166,16 +157,17 @@ export interface ChannelAttachMessage {
 export type ClientMessage = HelloMessage | CallMessage | ChannelAttachMessage;
 
 export type ServerMessage =
-  | { kind: 'helloOk'; version: number }
+  /** features: HELLO_FEATURES bits the server reads; 0 from a server of an older build. */
+  | { kind: 'helloOk'; version: number; features: number }
   /** Sent just before the server closes a connection it refuses, so the client can say why. */
   | { kind: 'reject'; reason: string }
-  | { kind: 'result'; id: number; outcome: InvocationOutcome };
+  | ResultMessage;
 
 export function encodeHello(hello: HelloInput): Buffer {
   const nonce = hello.nonce ?? randomBytes(16).toString('hex');
   const timestampMs = hello.timestampMs ?? Date.now();
   const proof = proofOf(hello.secret, proofText('hello', hello.cluster, hello.peerId, nonce, timestampMs));
-  return encodeFrame([KIND.hello, hello.version, hello.cluster, proof, hello.peerId, nonce, timestampMs, FEATURES_SENT], HELLO_MAX_FRAME_BYTES);
+  return encodeFrame([KIND.hello, hello.version, hello.cluster, proof, hello.peerId, nonce, timestampMs, CLIENT_FEATURES], HELLO_MAX_FRAME_BYTES);
 }
 
 export function encodeChannelAttach(attach: HelloInput & { channelId: string; key: string; direction: 'read' | 'write' }): Buffer {
@@ -189,7 +181,7 @@ export function encodeChannelAttach(attach: HelloInput & { channelId: string; ke
 }
 
 export function encodeHelloOk(): Buffer {
-  return encodeFrame([KIND.helloOk, FORWARD_PROTOCOL_VERSION]);
+  return encodeFrame([KIND.helloOk, FORWARD_PROTOCOL_VERSION, SERVER_FEATURES]);
 }
 
 export function encodeReject(reason: string): Buffer {
@@ -217,13 +209,29 @@ export function encodeCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: numbe
  */
 export const RESULT_FRAME_MIN_BYTES = 2048;
 
-/**
- * `framesFrom`: a worker's answer whose frame is at least this long goes as resultFrame (the server
- * passes RESULT_FRAME_MIN_BYTES when the client's hello says it reads them, else Infinity).
- */
-export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameBytes: number, framesFrom = Number.POSITIVE_INFINITY): Buffer {
+/** How a server writes results to one client: what that client's hello said it reads. */
+export interface ResultForms {
+  /** A worker's answer whose frame is at least this long goes as resultFrame (Infinity: never). */
+  framesFrom: number;
+  /** Value results in their binary form (forward-binary.ts). */
+  binary: boolean;
+}
+
+/** What a client of the first build of version 2 reads: msgpack values only. */
+export const VALUE_RESULTS: ResultForms = Object.freeze({ framesFrom: Number.POSITIVE_INFINITY, binary: false });
+
+/** The result forms for a client whose hello carried `features`. */
+export function resultFormsFor(features: number): ResultForms {
+  return {
+    framesFrom: (features & HELLO_FEATURES.resultFrame) !== 0 ? RESULT_FRAME_MIN_BYTES : Number.POSITIVE_INFINITY,
+    binary: (features & HELLO_FEATURES.binary) !== 0,
+  };
+}
+
+export function encodeResult(id: number, outcome: InvocationOutcome, maxFrameBytes: number, forms: ResultForms = VALUE_RESULTS): Buffer {
   if (outcome.ok) {
-    if (outcome.frame !== undefined && outcome.frame.length >= framesFrom) return encodeFrame([KIND.resultFrame, id, outcome.frame], maxFrameBytes);
+    if (outcome.frame !== undefined && outcome.frame.length >= forms.framesFrom) return encodeFrame([KIND.resultFrame, id, outcome.frame], maxFrameBytes);
+    if (forms.binary) return encodeBinaryResult(id, outcome.value, maxFrameBytes);
     const valueJson = outcome.value === undefined ? null : toJson(outcome.value);
     return encodeFrame([KIND.resultOk, id, valueJson], maxFrameBytes);
   }
@@ -259,8 +267,17 @@ function signed(version: number, cluster: string, proof: string, peerId: string,
   return { version, cluster, proof, peerId, nonce: isString(nonce) ? nonce : '', timestampMs: isId(timestampMs) ? timestampMs : 0 };
 }
 
-/** The one decoder for frames a client sends: a typed message or a FrameError. */
+/**
+ * The one decoder for frames a client sends: a typed message or a FrameError. Kept this small so
+ * that V8 optimises it soon: a binary call runs only these lines of it, and V8 counts how hot a
+ * function is by the bytecode it runs against its size (a call through the whole decoder ran in
+ * baseline code, its entry check alone costing some 4,000 instructions per call).
+ */
 export function decodeClientMessage(body: Buffer): ClientMessage {
+  return body[0] === BINARY_KIND.call ? decodeBinaryCall(body) : decodeMsgpackClientMessage(body);
+}
+
+function decodeMsgpackClientMessage(body: Buffer): ClientMessage {
   const m = decodeArray(body);
   switch (m[0]) {
     case KIND.hello: {
@@ -313,13 +330,17 @@ export function decodeClientMessage(body: Buffer): ClientMessage {
   }
 }
 
-/** The one decoder for frames a server sends: a typed message or a FrameError. */
+/** The one decoder for frames a server sends: a typed message or a FrameError (small, as above). */
 export function decodeServerMessage(body: Buffer): ServerMessage {
+  return body[0] === BINARY_KIND.result ? decodeBinaryResult(body) : decodeMsgpackServerMessage(body);
+}
+
+function decodeMsgpackServerMessage(body: Buffer): ServerMessage {
   const m = decodeArray(body);
   switch (m[0]) {
     case KIND.helloOk:
       if (!isId(m[1])) throw malformed('hello answer');
-      return { kind: 'helloOk', version: m[1] };
+      return { kind: 'helloOk', version: m[1], features: isId(m[2]) ? m[2] : 0 };
     case KIND.reject:
       if (!isString(m[1])) throw malformed('reject');
       return { kind: 'reject', reason: m[1] };

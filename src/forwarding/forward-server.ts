@@ -11,19 +11,19 @@ import { listen } from '../net/listen.js';
 import { listenUnix } from './forward-listen.js';
 import type { ForwardTls } from './forward-tls.js';
 import { forwardTcpServer } from './forward-tls.js';
-import type { CallMessage, ChannelAttachMessage, ClientMessage, HelloMessage } from './forward-messages.js';
+import type { CallMessage, ChannelAttachMessage, ClientMessage, HelloMessage, ResultForms } from './forward-messages.js';
 import {
   FORWARD_PROTOCOL_VERSION,
-  HELLO_FEATURES,
   HELLO_MAX_FRAME_BYTES,
   PROOF_WINDOW_MS,
-  RESULT_FRAME_MIN_BYTES,
   RETIRE_WORKER_FUNCTION,
+  VALUE_RESULTS,
   decodeClientMessage,
   encodeHelloOk,
   encodeReject,
   encodeResult,
   proofHolds,
+  resultFormsFor,
 } from './forward-messages.js';
 
 export interface ForwardServerOptions {
@@ -72,8 +72,8 @@ interface PeerConnection {
   peerId: string | undefined;
   inFlight: number;
   helloTimer: NodeJS.Timeout | undefined;
-  /** RESULT_FRAME_MIN_BYTES when the client's hello said it reads resultFrame messages, else Infinity. */
-  framesFrom: number;
+  /** How results are written to this client: what its hello said it reads. */
+  resultForms: ResultForms;
 }
 
 const DEFAULT_HELLO_TIMEOUT_MS = 5000;
@@ -222,7 +222,7 @@ export class ForwardServer {
       peerId: undefined,
       inFlight: 0,
       helloTimer: undefined,
-      framesFrom: Number.POSITIVE_INFINITY,
+      resultForms: VALUE_RESULTS,
     };
     const helloTimeoutMs = this.options.helloTimeoutMs ?? DEFAULT_HELLO_TIMEOUT_MS;
     connection.helloTimer = setTimeout(() => this.reject(connection, `no handshake within ${helloTimeoutMs} ms`), helloTimeoutMs);
@@ -270,7 +270,7 @@ export class ForwardServer {
     }
     connection.state = 'ready';
     connection.peerId = message.peerId;
-    connection.framesFrom = (message.features & HELLO_FEATURES.resultFrame) !== 0 ? RESULT_FRAME_MIN_BYTES : Number.POSITIVE_INFINITY;
+    connection.resultForms = resultFormsFor(message.features);
     connection.decoder.maxFrameBytes = this.maxFrameBytes;
     clearTimeout(connection.helloTimer);
     connection.writer.write(encodeHelloOk());
@@ -411,7 +411,7 @@ export class ForwardServer {
     if (connection.state === 'closed') return;
     let frame: Buffer;
     try {
-      frame = encodeResult(id, outcome, this.maxFrameBytes, connection.framesFrom);
+      frame = encodeResult(id, outcome, this.maxFrameBytes, connection.resultForms);
     } catch (err) {
       this.logger.warn({ err, peerId: connection.peerId }, 'forwarded call result cannot be sent');
       const failure = engineFailure('WORKER_DISCONNECTED', `the result cannot be sent back: ${(err as Error).message}`);

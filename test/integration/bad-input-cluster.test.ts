@@ -28,7 +28,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FrameDecoder, encodeFrame } from '../../src/forwarding/forward-frames.js';
 import type { ServerMessage } from '../../src/forwarding/forward-messages.js';
-import { FORWARD_PROTOCOL_VERSION, decodeServerMessage, encodeCall, encodeHello } from '../../src/forwarding/forward-messages.js';
+import { FORWARD_PROTOCOL_VERSION, HELLO_FEATURES, decodeServerMessage, encodeCall, encodeHello } from '../../src/forwarding/forward-messages.js';
 import { expectErrorEnvelope } from '../support/assertions.js';
 import { http, waitForStatus } from '../support/http.js';
 import type { EngineHandle } from '../support/processes.js';
@@ -169,7 +169,7 @@ describe('bad input on the cluster side', () => {
     const hello = (overrides: { secret?: string; cluster?: string; version?: number; timestampMs?: number } = {}): Buffer =>
       encodeHello({ version: FORWARD_PROTOCOL_VERSION, cluster: nameX, secret: SECRET, peerId: 'raw-peer', ...overrides });
     const call = (): Buffer => encodeCall({ id: 1, functionId: 'fx::hello', data: {}, remainingMs: 1000, requestId: undefined, isVoid: false }, 1 << 20);
-    const helloOk: ServerMessage = { kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION };
+    const helloOk: ServerMessage = { kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION, features: HELLO_FEATURES.binary };
     const reject = (reason: string): ServerMessage => ({ kind: 'reject', reason });
 
     it.each<[string, () => Buffer[], () => ServerMessage[]]>([
@@ -190,6 +190,7 @@ describe('bad input on the cluster side', () => {
       ['a frame over the limit after the handshake', () => [hello(), lengthHeader(0xffffffff)], () => [helloOk, reject('frame of 4294967295 bytes exceeds the limit of 67108864')]],
       ['malformed msgpack after the handshake', () => [hello(), lengthHeader(2), Buffer.from([0xc1, 0xc1])], () => [helloOk, reject('frame body is not valid msgpack')]],
       ['a call of the wrong shape after the handshake', () => [hello(), encodeFrame([3, 'x'])], () => [helloOk, reject('malformed call')]],
+      ['a binary call cut short after the handshake', () => [hello(), lengthHeader(3), Buffer.from([0x0a, 0, 0])], () => [helloOk, reject('malformed call')]],
       ['a second hello', () => [hello(), hello()], () => [helloOk, reject('second hello on a connection')]],
     ])('refuses and closes a connection sending %s; the peer keeps forwarding', async (_name, frames, expected) => {
       const refusedBefore = logLines(nodeA, (l) => l.msg === 'forward connection refused').length;

@@ -16,7 +16,8 @@ import type { ForwardResult, ForwardTarget } from '../../src/forwarding/forward-
 import { ForwardClient } from '../../src/forwarding/forward-client.js';
 import { FrameDecoder, encodeFrame } from '../../src/forwarding/forward-frames.js';
 import type { ServerMessage } from '../../src/forwarding/forward-messages.js';
-import { FORWARD_PROTOCOL_VERSION, decodeServerMessage, encodeCall, encodeHello } from '../../src/forwarding/forward-messages.js';
+import { FORWARD_PROTOCOL_VERSION, HELLO_FEATURES, decodeClientMessage, decodeServerMessage, encodeCall, encodeHello, encodeResult } from '../../src/forwarding/forward-messages.js';
+import { BINARY_KIND, encodeBinaryCall } from '../../src/forwarding/forward-binary.js';
 import { waitUntil } from '../support/logs.js';
 import { unpack } from 'msgpackr';
 import { untouchedBody } from '../../src/protocol/answer-body.js';
@@ -158,16 +159,23 @@ const engine = (code: string): ForwardResult => ({
 }) as ForwardResult;
 
 /** A hand-driven protocol client: sends raw bytes and collects what the server answers until it closes. */
-async function rawConnection(target: ForwardTarget): Promise<{ socket: Socket; messages: ServerMessage[]; closed: Promise<void> }> {
+async function rawConnection(target: ForwardTarget): Promise<{ socket: Socket; messages: ServerMessage[]; kinds: number[]; closed: Promise<void> }> {
   const socket = target.socketPath !== undefined ? connect({ path: target.socketPath }) : connect({ host: target.host as string, port: target.port as number });
   cleanups.push(() => socket.destroy());
   const messages: ServerMessage[] = [];
+  /** Each frame's first body byte: a msgpack array (0x90 and up) or a binary form's kind. */
+  const kinds: number[] = [];
   const decoder = new FrameDecoder();
-  socket.on('data', (chunk: Buffer) => decoder.push(chunk, (body) => messages.push(decodeServerMessage(body))));
+  socket.on('data', (chunk: Buffer) =>
+    decoder.push(chunk, (body) => {
+      kinds.push(body[0] as number);
+      messages.push(decodeServerMessage(body));
+    }),
+  );
   socket.on('error', () => undefined);
   const closed = once(socket, 'close').then(() => undefined);
   await within(once(socket, 'connect'), 'raw connect');
-  return { socket, messages, closed };
+  return { socket, messages, kinds, closed };
 }
 
 const hello = (overrides: Partial<{ version: number; cluster: string; secret: string }> = {}): Buffer =>
@@ -247,6 +255,61 @@ describe.each<Transport>(['unix', 'tcp'])('forwarding over %s', (transport) => {
     const [, answered] = raw.messages;
     expect(answered).toEqual({ kind: 'result', id: 3, outcome: { ok: true, value: (outcomes.large as { value: unknown }).value } });
     expect(untouchedBody((answered as { outcome: { value: Record<string, unknown> } }).outcome.value)).toBeUndefined();
+  });
+
+  it('answers in the binary form only a client whose hello reads it, and reads calls in either form', async () => {
+    const { target } = await startServer(new FakeInvoker(), transport);
+    const callFields = { functionId: 'api::echo', data: { v: 'é' }, remainingMs: 1000, requestId: 'r', isVoid: false };
+    // features 1: a client of the previous build (result frames only); 3: this build's.
+    for (const features of [HELLO_FEATURES.resultFrame, HELLO_FEATURES.resultFrame | HELLO_FEATURES.binary]) {
+      const raw = await rawConnection(target);
+      // A hello of its own (a nonce is accepted once), its features replaced.
+      const fields = unpack(hello().subarray(4)) as unknown[];
+      raw.socket.write(encodeFrame([...fields.slice(0, 7), features]));
+      raw.socket.write(encodeCall({ id: 1, ...callFields }, 1 << 20));
+      raw.socket.write(encodeBinaryCall({ id: 2, ...callFields }, 1 << 20));
+      await waitUntil(() => raw.messages.length >= 3, WAIT_MS, 'both answers');
+      expect(raw.messages.slice(1)).toEqual([1, 2].map((id) => ({ kind: 'result', id, outcome: { ok: true, value: { v: 'é' } } })));
+      const binary = (features & HELLO_FEATURES.binary) !== 0;
+      for (const kind of raw.kinds.slice(1)) expect(kind === BINARY_KIND.result).toBe(binary);
+      raw.socket.destroy();
+    }
+  });
+
+  it('sends calls in the binary form only to a server whose helloOk reads it', async () => {
+    // A stand-in server: answers the hello as a server of this build (features 2) or of the previous one (none).
+    for (const features of [undefined, HELLO_FEATURES.binary]) {
+      const kinds: number[] = [];
+      const server = createServer((socket) => {
+        const decoder = new FrameDecoder();
+        let greeted = false;
+        socket.on('data', (chunk: Buffer) =>
+          decoder.push(chunk, (body) => {
+            if (!greeted) {
+              greeted = true;
+              socket.write(encodeFrame(features === undefined ? [1, FORWARD_PROTOCOL_VERSION] : [1, FORWARD_PROTOCOL_VERSION, features]));
+              return;
+            }
+            kinds.push(body[0] as number);
+            const message = decodeClientMessage(body);
+            if (message.kind === 'call' && !message.isVoid) socket.write(encodeResult(message.id, { ok: true, value: message.functionId }, 1 << 20));
+          }),
+        );
+        socket.on('error', () => undefined);
+      });
+      const listening = transport === 'unix' ? join(await tempDir(), 'stand-in.sock') : 0;
+      await new Promise<void>((done) => (typeof listening === 'string' ? server.listen(listening, done) : server.listen(0, '127.0.0.1', done)));
+      cleanups.push(() => new Promise<void>((done) => server.close(() => done())));
+      const address = server.address();
+      const target: ForwardTarget = typeof listening === 'string' ? { socketPath: listening } : { host: '127.0.0.1', port: (address as { port: number }).port };
+      const client = newClient(target);
+      expect(await client.invoke('api::one', null, soon())).toEqual({ dispatched: true, outcome: { ok: true, value: 'api::one' } });
+      client.fire('api::two', null);
+      expect(await client.invoke('api::three', null, soon())).toEqual({ dispatched: true, outcome: { ok: true, value: 'api::three' } });
+      expect(kinds).toHaveLength(3);
+      for (const kind of kinds) expect(kind === BINARY_KIND.call).toBe(features !== undefined);
+      await client.close();
+    }
   });
 
   it('reports FUNCTION_UNAVAILABLE on the peer as not dispatched, so another owner can be tried', async () => {
@@ -524,7 +587,7 @@ describe('forward server', () => {
     const first = await rawConnection(target);
     first.socket.write(recorded);
     await waitUntil(() => first.messages.length > 0, 5000, 'the first hello answered');
-    expect(first.messages[0]).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION });
+    expect(first.messages[0]).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION, features: HELLO_FEATURES.binary });
     const replay = await rawConnection(target);
     replay.socket.write(recorded);
     await within(replay.closed, 'server closing the replayed connection');

@@ -12,11 +12,14 @@ import {
   encodeHello,
   encodeHelloOk,
   encodeReject,
-  encodeResult, proofHolds } from '../../src/forwarding/forward-messages.js';
+  encodeResult, proofHolds, resultFormsFor } from '../../src/forwarding/forward-messages.js';
 import type { HelloMessage } from '../../src/forwarding/forward-messages.js';
 import type { InvocationOutcome } from '../../src/invocation/invoker.js';
 
 const MAX = 1024 * 1024;
+/** What a client of the previous build reads (result frames, no binary forms), and every answer as a frame. */
+const FRAMES = resultFormsFor(HELLO_FEATURES.resultFrame);
+const ALL_FRAMES = { framesFrom: 0, binary: false };
 const body = (frame: Buffer): Buffer => frame.subarray(4);
 const packr = new Packr({ useRecords: false });
 const raw = (value: unknown): Buffer => packr.pack(value);
@@ -41,7 +44,7 @@ describe('forward messages', () => {
     expect(proofHolds('guess', decoded as HelloMessage)).toBe(false);
     const again = decodeClientMessage(body(encodeHello(hello))) as HelloMessage;
     expect(again.nonce).not.toBe((decoded as HelloMessage).nonce);
-    expect(decodeServerMessage(body(encodeHelloOk()))).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION });
+    expect(decodeServerMessage(body(encodeHelloOk()))).toEqual({ kind: 'helloOk', version: FORWARD_PROTOCOL_VERSION, features: HELLO_FEATURES.binary });
     expect(decodeServerMessage(body(encodeReject('wrong cluster secret')))).toEqual({ kind: 'reject', reason: 'wrong cluster secret' });
   });
 
@@ -120,11 +123,11 @@ describe('forward messages', () => {
     const hello = decodeClientMessage(body(encodeHello({ version: FORWARD_PROTOCOL_VERSION, cluster: 'c', secret: 's', peerId: 'p' })));
     expect((hello as HelloMessage).features & HELLO_FEATURES.resultFrame).toBe(HELLO_FEATURES.resultFrame);
     expect(decodeClientMessage(raw([0, 2, 'c', 'proof', 'p', 'nonce', 1]))).toMatchObject({ kind: 'hello', features: 0 });
-    const asFrame = body(encodeResult(4, outcome, MAX, RESULT_FRAME_MIN_BYTES));
+    const asFrame = body(encodeResult(4, outcome, MAX, FRAMES));
     const asValue = body(encodeResult(4, outcome, MAX));
     // A smaller answer goes as a value even to a client that reads frames (cheaper below the size).
     const short = Buffer.from('{"type":"invocationresult","invocation_id":"i-1","result":1}');
-    expect(encodeResult(4, { ok: true, value: 1, frame: short }, MAX, RESULT_FRAME_MIN_BYTES)).toEqual(encodeResult(4, { ok: true, value: 1 }, MAX));
+    expect(encodeResult(4, { ok: true, value: 1, frame: short }, MAX, FRAMES)).toEqual(encodeResult(4, { ok: true, value: 1 }, MAX));
     expect(asFrame.includes(workerFrame)).toBe(true);
     expect(asValue.includes(workerFrame)).toBe(false);
     for (const encoded of [asFrame, asValue]) {
@@ -136,8 +139,8 @@ describe('forward messages', () => {
     }
     // Failures, and values the engine made, go as before whatever the client reads.
     const failure: InvocationOutcome = { ok: false, failure: { source: 'worker', code: 'E', message: 'm' } };
-    expect(encodeResult(5, failure, MAX, 0)).toEqual(encodeResult(5, failure, MAX));
-    expect(encodeResult(6, { ok: true, value: 1 }, MAX, 0)).toEqual(encodeResult(6, { ok: true, value: 1 }, MAX));
+    expect(encodeResult(5, failure, MAX, ALL_FRAMES)).toEqual(encodeResult(5, failure, MAX));
+    expect(encodeResult(6, { ok: true, value: 1 }, MAX, ALL_FRAMES)).toEqual(encodeResult(6, { ok: true, value: 1 }, MAX));
     // Nothing but a worker's answer passes: a call, an error answer, bytes that are not a frame.
     malformed(() => decodeServerMessage(raw([8, 1, Buffer.from('{"type":"invokefunction","function_id":"f","data":{}}')])));
     malformed(() => decodeServerMessage(raw([8, 1, Buffer.from('{"type":"invocationresult","invocation_id":"i","error":{"code":"E","message":"m"}}')])));
