@@ -32,6 +32,8 @@ export const MAX_CALL_CHANNELS = 16;
 export const MAX_CHANNEL_ID_CHARS = 64;
 
 const FLAG = { isVoid: 1, requestId: 2, traceparent: 4, baggage: 8, metadata: 16, channels: 32 } as const;
+/** The optional text fields' flags, in their order on the wire. */
+const OPTIONAL_FLAGS = [FLAG.requestId, FLAG.traceparent, FLAG.baggage, FLAG.metadata] as const;
 const U32 = 4;
 /** Kind, id, remaining time, flags, channel count. */
 const CALL_HEAD = 1 + 4 + 4 + 1 + 1;
@@ -84,37 +86,21 @@ function writeText(buffer: Buffer, at: number, text: string): number {
 export function encodeBinaryCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes: number): Buffer {
   const data = toJson(call.data);
   const metadata = call.metadata === undefined ? undefined : toJson(call.metadata);
-  const { functionId, requestId, traceparent, baggage, channels } = call;
+  const { functionId, channels } = call;
+  const optional = [call.requestId, call.traceparent, call.baggage, metadata];
   // Only the ids a reader keeps are sent.
   const channelCount = channels === undefined ? 0 : Math.min(channels.length, MAX_CALL_CHANNELS);
-  let flags = call.isVoid ? FLAG.isVoid : 0;
-  let fields = 2;
+  let flags = (call.isVoid ? FLAG.isVoid : 0) | (channelCount > 0 ? FLAG.channels : 0);
+  let fields = 2 + channelCount;
   let text = functionId + data;
-  if (requestId !== undefined) {
-    flags |= FLAG.requestId;
+  for (let i = 0; i < OPTIONAL_FLAGS.length; i++) {
+    const field = optional[i];
+    if (field === undefined) continue;
+    flags |= OPTIONAL_FLAGS[i] as number;
     fields += 1;
-    text += requestId;
+    text += field;
   }
-  if (traceparent !== undefined) {
-    flags |= FLAG.traceparent;
-    fields += 1;
-    text += traceparent;
-  }
-  if (baggage !== undefined) {
-    flags |= FLAG.baggage;
-    fields += 1;
-    text += baggage;
-  }
-  if (metadata !== undefined) {
-    flags |= FLAG.metadata;
-    fields += 1;
-    text += metadata;
-  }
-  if (channelCount > 0) {
-    flags |= FLAG.channels;
-    fields += channelCount;
-    for (let i = 0; i < channelCount; i++) text += (channels as readonly string[])[i] as string;
-  }
+  for (let i = 0; i < channelCount; i++) text += (channels as readonly string[])[i] as string;
   const head = FRAME_HEADER_BYTES + CALL_HEAD + U32 * fields + U32;
   let bytes = head + worstBytes(text);
   // A large call is measured first, so that its buffer is its size and not three times it.
@@ -129,10 +115,7 @@ export function encodeBinaryCall(call: Omit<CallMessage, 'kind'>, maxFrameBytes:
   at += CALL_HEAD;
   at = buffer.writeUInt32BE(functionId.length, at);
   at = buffer.writeUInt32BE(data.length, at);
-  if (requestId !== undefined) at = buffer.writeUInt32BE(requestId.length, at);
-  if (traceparent !== undefined) at = buffer.writeUInt32BE(traceparent.length, at);
-  if (baggage !== undefined) at = buffer.writeUInt32BE(baggage.length, at);
-  if (metadata !== undefined) at = buffer.writeUInt32BE(metadata.length, at);
+  for (const field of optional) if (field !== undefined) at = buffer.writeUInt32BE(field.length, at);
   for (let i = 0; i < channelCount; i++) at = buffer.writeUInt32BE(((channels as readonly string[])[i] as string).length, at);
   return finish(buffer, start, writeText(buffer, at, text), maxFrameBytes);
 }
@@ -201,6 +184,7 @@ export function decodeBinaryCall(body: Buffer): CallMessage {
   const channelCount = (flags & FLAG.channels) === 0 ? 0 : count;
   const functionIdLength = read.u32();
   const dataLength = read.u32();
+  // -1: the field is absent.
   const requestIdLength = (flags & FLAG.requestId) === 0 ? -1 : read.u32();
   const traceparentLength = (flags & FLAG.traceparent) === 0 ? -1 : read.u32();
   const baggageLength = (flags & FLAG.baggage) === 0 ? -1 : read.u32();

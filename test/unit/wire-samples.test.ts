@@ -186,15 +186,8 @@ describe('forward protocol 2: frozen samples', () => {
     expect(Buffer.from(FORWARD_SAMPLES.hello, 'hex').includes(Buffer.from('s3'))).toBe(false);
     expect([proofHolds('s3', hello as HelloMessage), proofHolds('s4', hello as HelloMessage)]).toEqual([true, false]);
     expect(decodeClientMessage(body(FORWARD_SAMPLES.helloV1))).toMatchObject({ kind: 'hello', version: 1, cluster: 'blue', peerId: 'node-a/0/x1' });
-    expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).toEqual({
-      kind: 'call',
-      id: 7,
-      functionId: 'app::fn',
-      data: new RawJson('{"a":1}'),
-      remainingMs: 2500,
-      requestId: 'req-1',
-      isVoid: false,
-    });
+    const sampleCall = { kind: 'call', id: 7, functionId: 'app::fn', data: new RawJson('{"a":1}'), remainingMs: 2500, requestId: 'req-1', isVoid: false };
+    expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).toEqual(sampleCall);
     expect(decodeClientMessage(body(FORWARD_SAMPLES.voidCall))).toMatchObject({ kind: 'call', id: 0, isVoid: true, requestId: undefined });
     // A call from a peer of the previous build (six fields) carries no trace context; one with it, both.
     expect(decodeClientMessage(body(FORWARD_SAMPLES.call))).not.toHaveProperty('traceparent');
@@ -210,13 +203,7 @@ describe('forward protocol 2: frozen samples', () => {
       isVoid: true,
     });
     expect(decodeClientMessage(body(FORWARD_SAMPLES.binaryFullCall))).toEqual({
-      kind: 'call',
-      id: 7,
-      functionId: 'app::fn',
-      data: new RawJson('{"a":1}'),
-      remainingMs: 2500,
-      requestId: 'req-1',
-      isVoid: false,
+      ...sampleCall,
       traceparent: TRACEPARENT,
       baggage: 'k=v',
       metadata: new RawJson('{"m":"é"}'),
