@@ -154,7 +154,12 @@ export class FrameDecoder {
 }
 
 const asIs = (frame: Buffer): Buffer => frame;
-const copyOf = (frame: Buffer): Buffer => Buffer.from(frame);
+/** A copy in memory of its own: Buffer.from would slice Node's shared 8 KiB pool for a small frame. */
+const copyOf = (frame: Buffer): Buffer => {
+  const copy = Buffer.allocUnsafeSlow(frame.length);
+  frame.copy(copy);
+  return copy;
+};
 
 /** A batch is written as soon as it holds this much, without waiting for the end of the turn. */
 const BATCH_BYTES = 16 * 1024;
