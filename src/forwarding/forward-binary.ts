@@ -29,7 +29,13 @@ export const BINARY_KIND = { call: 0x0a, result: 0x0b } as const;
 
 /** A call names at most this many channels, each id at most this long; more is ignored (either form). */
 export const MAX_CALL_CHANNELS = 16;
-export const MAX_CHANNEL_ID_CHARS = 64;
+const MAX_CHANNEL_ID_CHARS = 64;
+
+/** The channel ids a reader keeps of those a call names (either form): the first 16, well-formed ones only. */
+export function keptChannelIds(ids: readonly unknown[]): string[] | undefined {
+  const kept = ids.slice(0, MAX_CALL_CHANNELS).filter((id): id is string => typeof id === 'string' && id.length > 0 && id.length <= MAX_CHANNEL_ID_CHARS);
+  return kept.length === 0 ? undefined : kept;
+}
 
 const FLAG = { isVoid: 1, requestId: 2, traceparent: 4, baggage: 8, metadata: 16, channels: 32 } as const;
 /** The optional text fields' flags, in their order on the wire. */
@@ -205,12 +211,8 @@ export function decodeBinaryCall(body: Buffer): CallMessage {
   if (traceparentLength >= 0) call.traceparent = next(traceparentLength);
   if (baggageLength >= 0) call.baggage = next(baggageLength);
   if (metadataLength >= 0) call.metadata = new RawJson(next(metadataLength));
-  const ids: string[] = [];
-  for (const length of channelLengths) {
-    const channelId = next(length);
-    if (ids.length < MAX_CALL_CHANNELS && channelId.length > 0 && channelId.length <= MAX_CHANNEL_ID_CHARS) ids.push(channelId);
-  }
-  if (ids.length > 0) call.channels = ids;
+  const channelIds = keptChannelIds(channelLengths.map(next));
+  if (channelIds !== undefined) call.channels = channelIds;
   // The lengths must cut the text exactly (bytes that were not the sender's UTF-8 would not).
   if (at !== text.length) throw malformed('call: field lengths do not match its text');
   return call;

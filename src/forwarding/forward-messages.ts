@@ -5,7 +5,7 @@ import { RawJson, toJson } from '../invocation/raw-json.js';
 import { decodeKeepingBody } from '../protocol/answer-body.js';
 import { decodeFrame } from '../protocol/decode.js';
 import type { CallMessage, ResultMessage } from './forward-types.js';
-import { BINARY_KIND, MAX_CALL_CHANNELS, MAX_CHANNEL_ID_CHARS, decodeBinaryCall, decodeBinaryResult, encodeBinaryResult } from './forward-binary.js';
+import { BINARY_KIND, decodeBinaryCall, decodeBinaryResult, encodeBinaryResult, keptChannelIds } from './forward-binary.js';
 import { FrameError, decodeBody, encodeFrame } from './forward-frames.js';
 
 /**
@@ -257,9 +257,7 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 
 /** A call's channel ids: bounded in number and length; anything else is ignored, not refused. */
 function channelList(value: unknown): string[] | undefined {
-  if (!Array.isArray(value) || value.length === 0) return undefined;
-  const ids = value.slice(0, MAX_CALL_CHANNELS).filter((id): id is string => isString(id) && id.length > 0 && id.length <= MAX_CHANNEL_ID_CHARS);
-  return ids.length === 0 ? undefined : ids;
+  return Array.isArray(value) ? keptChannelIds(value) : undefined;
 }
 
 /** The fields a hello and a channel attach both carry (checked by the caller but for nonce and clock). */
