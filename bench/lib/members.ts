@@ -36,12 +36,18 @@ export interface CpuCost {
   generatorPct: number;
   /** read + write system calls per request of the server side. */
   serverSyscalls: number;
+  /** CPU per request of each named part of the setup (µs), where the member names them: see `Roles`. */
+  roles?: Record<string, number>;
 }
 
+/** Named subsets of a member's processes (nginx, the node that serves HTTP, …), each priced on its own. */
+export type Roles = Record<string, number[]>;
+
 /** Measures CPU of the given processes and of this one over the load's measured window. */
-export function cpuMeter(pids: { server: number[]; workers: number[] }): { hooks: { start(): void; end(): void }; cost(result: LoadResult): CpuCost } {
+export function cpuMeter(pids: { server: number[]; workers: number[]; roles?: Roles }): { hooks: { start(): void; end(): void }; cost(result: LoadResult): CpuCost } {
   const sum = (list: number[], at: Map<number, number>): number => list.reduce((total, pid) => total + (at.get(pid) ?? 0), 0);
-  const snapshot = (): Map<number, number> => new Map([...pids.server, ...pids.workers].map((pid) => [pid, cpuNs(pid)]));
+  const rolePids = Object.values(pids.roles ?? {}).flat();
+  const snapshot = (): Map<number, number> => new Map([...pids.server, ...pids.workers, ...rolePids].map((pid) => [pid, cpuNs(pid)]));
   const ioSnapshot = (): Map<number, number> => new Map(pids.server.map((pid) => [pid, syscalls(pid)]));
   let before = new Map<number, number>();
   let after = new Map<number, number>();
@@ -68,6 +74,15 @@ export function cpuMeter(pids: { server: number[]; workers: number[] }): { hooks
         workerUs: (sum(pids.workers, after) - sum(pids.workers, before)) / 1000 / requests,
         generatorPct: ((generator.user + generator.system) / 1000 / result.elapsedMs) * 100,
         serverSyscalls: (sum(pids.server, ioAfter) - sum(pids.server, ioBefore)) / requests,
+        // The load generator is a role of every member that names roles: it shares the CPUs too.
+        ...(pids.roles === undefined
+          ? {}
+          : {
+              roles: {
+                ...Object.fromEntries(Object.entries(pids.roles).map(([role, list]) => [role, (sum(list, after) - sum(list, before)) / 1000 / requests])),
+                generator: (generator.user + generator.system) / requests,
+              },
+            }),
       };
     },
   };
@@ -89,7 +104,7 @@ export interface Member {
 }
 
 /** One measured run: CPU of `pids` and the peak RSS of `rssPids` around `load`. */
-async function measured(pids: { server: number[]; workers: number[] }, rssPids: number[], load: (hooks: { start(): void; end(): void }) => Promise<LoadResult>): Promise<Sample> {
+async function measured(pids: { server: number[]; workers: number[]; roles?: Roles }, rssPids: number[], load: (hooks: { start(): void; end(): void }) => Promise<LoadResult>): Promise<Sample> {
   const meter = cpuMeter(pids);
   const rss = peakRss(rssPids);
   const result = await load(meter.hooks);
@@ -102,7 +117,7 @@ export function customMember<T>(
   res: Resource<T>,
   spec: RequestSpec,
   origin: (setup: T) => string,
-  pids: (setup: T) => { server: number[]; workers: number[]; rss: number[] },
+  pids: (setup: T) => { server: number[]; workers: number[]; rss: number[]; roles?: Roles },
 ): Member {
   return {
     label,
@@ -110,8 +125,8 @@ export function customMember<T>(
     prepare: () => res.get(),
     run: async () => {
       const setup = await res.get();
-      const { server, workers, rss } = pids(setup);
-      return measured({ server, workers }, rss, (hooks) => runLoad(loadOptions(origin(setup), spec, { onMeasure: hooks })));
+      const { server, workers, rss, roles } = pids(setup);
+      return measured({ server, workers, ...(roles === undefined ? {} : { roles }) }, rss, (hooks) => runLoad(loadOptions(origin(setup), spec, { onMeasure: hooks })));
     },
   };
 }

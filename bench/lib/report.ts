@@ -24,8 +24,18 @@ export interface Row {
   serverCpuTarget?: number;
   /** The target is on latency one request at a time: scenario p50 at most this many µs over the baseline's. */
   p50OverUs?: number;
+  /** Informational: note the CPU per request of each part of both setups (the members' roles), no target. */
+  rolesNote?: boolean;
   /** Informational: note the scenario's p50 and p99 over the baseline's, in µs, no target. */
   p50Note?: boolean;
+}
+
+/** `nginx 31 + node A 56 + …` (µs per request, medians over rounds) of the samples' roles, in their order. */
+export function rolesText(xs: Sample[]): string {
+  const names = Object.keys(xs[0]?.cpu.roles ?? {});
+  const parts = names.map((name) => `${name} ${median(xs.map((x) => x.cpu.roles?.[name] ?? Number.NaN)).toFixed(0)}`);
+  const total = median(xs.map((x) => Object.values(x.cpu.roles ?? {}).reduce((sum, us) => sum + us, 0)));
+  return `${parts.join(' + ')} = ${total.toFixed(0)}`;
 }
 
 /** Subjects measured in alternation, and the rows that pair them. */
@@ -100,6 +110,9 @@ export function verdict(row: Row, samples: Record<string, Sample[]>, pairedWith:
       result = { pass, text: smoke ? `(${pass ? 'pass' : 'fail'}, smoke)` : pass ? '**PASS**' : '**FAIL**' };
     }
     notes.push(`p50 ${p50Over >= 0 ? '+' : ''}${p50Over.toFixed(0)} µs, p99 ${p99Over >= 0 ? '+' : ''}${p99Over.toFixed(0)} µs over the baseline`);
+  }
+  if (row.rolesNote === true) {
+    notes.push(`CPU µs/req by process (all of them, the load generator included): ${rolesText(s)}, against ${rolesText(b)}`);
   }
   if (row.forwarded === true) {
     const total = s.reduce((sum, x) => sum + x.requests, 0);

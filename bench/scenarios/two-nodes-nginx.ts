@@ -7,6 +7,7 @@ import type { EngineHandle, ManagedProcess } from '../../test/support/processes.
 import { ROOT, spawnManaged, startEngine, stopProcess } from '../../test/support/processes.js';
 import type { RedisServer } from '../../test/support/redis.js';
 import { freePort, startRedisServer } from '../../test/support/redis.js';
+import type { Roles } from '../lib/members.js';
 import { customMember, processGroupPids } from '../lib/members.js';
 import type { LoadGroup } from '../lib/report.js';
 import { HELLO } from '../lib/requests.js';
@@ -106,21 +107,26 @@ async function stopTwoNodes(setup: TwoNodes): Promise<void> {
   await setup.redis.stop();
 }
 
-/** Server-side CPU: nginx and both nodes (each a process group); the worker apart. */
-function pidsOf(setup: TwoNodes): { server: number[]; workers: number[]; rss: number[] } {
-  const nodes = setup.nodes.flatMap((node) => processGroupPids(node.child.pid as number).server);
-  return {
-    server: [...processGroupPids(setup.nginx.child.pid as number).server, ...nodes],
-    workers: [setup.worker.child.pid as number],
-    rss: nodes,
-  };
+/**
+ * Server-side CPU: nginx and both nodes (each a process group); the worker apart. Each is also priced
+ * on its own (the row's note): where a crossing's CPU goes, against the bare pair's processes.
+ */
+function pidsOf(setup: TwoNodes): { server: number[]; workers: number[]; rss: number[]; roles: Roles } {
+  const [nodeA, nodeB] = setup.nodes.map((node) => processGroupPids(node.child.pid as number).server) as [number[], number[]];
+  const nginx = processGroupPids(setup.nginx.child.pid as number).server;
+  const worker = [setup.worker.child.pid as number];
+  return { server: [...nginx, ...nodeA, ...nodeB], workers: worker, rss: [...nodeA, ...nodeB], roles: { nginx, 'node B': nodeB, 'node A': nodeA, worker } };
 }
 
 /** Server-side CPU of a bare path: nginx and the baseline's process group; its worker apart. */
-function barePidsOf(which: 0 | 1): (setup: TwoNodes) => { server: number[]; workers: number[]; rss: number[] } {
+function barePidsOf(which: 0 | 1): (setup: TwoNodes) => { server: number[]; workers: number[]; rss: number[]; roles: Roles } {
   return (setup) => {
-    const baseline = processGroupPids((setup.baselines[which] as Baseline).pid);
-    return { server: [...processGroupPids(setup.nginx.child.pid as number).server, ...baseline.server], workers: baseline.workers, rss: baseline.server };
+    const lead = (setup.baselines[which] as Baseline).pid;
+    const baseline = processGroupPids(lead);
+    const nginx = processGroupPids(setup.nginx.child.pid as number).server;
+    // (2) is one process; (4) is the process serving HTTP and, forked from it, the one that owns the worker.
+    const roles: Roles = which === 0 ? { nginx, '(2)': baseline.server } : { nginx, '(4)': [lead], owner: baseline.server.filter((pid) => pid !== lead) };
+    return { server: [...nginx, ...baseline.server], workers: baseline.workers, rss: baseline.server, roles: { ...roles, worker: baseline.workers } };
   };
 }
 
@@ -145,8 +151,8 @@ export function twoNodesNginx(): LoadGroup {
     },
     order: ['local', 'cross', 'bareLocal', 'bareCross'],
     rows: [
-      { name: 'nodes 2 (Redis mode) behind nginx, worker on node A: requests through node B against through node A', scenario: 'cross', baseline: 'local', target: 0.85 },
-      { name: 'info: the same hop without an engine, behind nginx: (4) relaying over TCP against (2)', scenario: 'bareCross', baseline: 'bareLocal' },
+      { name: 'nodes 2 (Redis mode) behind nginx, worker on node A: requests through node B against through node A', scenario: 'cross', baseline: 'local', target: 0.85, rolesNote: true },
+      { name: 'info: the same hop without an engine, behind nginx: (4) relaying over TCP against (2)', scenario: 'bareCross', baseline: 'bareLocal', rolesNote: true },
       { name: 'info: behind nginx, Switchyard through node A against (2)', scenario: 'local', baseline: 'bareLocal' },
     ],
   };
